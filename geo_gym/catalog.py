@@ -1,0 +1,129 @@
+"""Constants of the world: GPU types, the paper's regions, models and datasets.
+
+Every constant carries a one-line source. "BACE-Pipe" refers to
+../shared/seeds/bace-pipe-paper.txt (Zhang, Liu, Xu, arXiv:2605.25375).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GPUType:
+    """A GPU model: memory, sustained FLOP/s and electrical power draw."""
+
+    name: str
+    memory_gb: float
+    effective_flops: float  # sustained FLOP/s a training job gets, not the datasheet peak
+    power_kw: float  # draw while allocated, idle bubbles included (paper Eq. 4)
+
+    def __post_init__(self) -> None:
+        for field in ("memory_gb", "effective_flops", "power_kw"):
+            if not getattr(self, field) > 0:
+                raise ValueError(f"GPUType.{field} must be > 0, got {getattr(self, field)!r}")
+
+
+# RTX A6000 datasheet: 48 GB, 154.8 TFLOP/s dense FP16/BF16 tensor (309.7 with sparsity).
+A6000_PEAK_FLOPS = 154.8e12
+# Assumed model-FLOP utilisation of a pipeline stage; 40% is typical of Megatron-style training.
+ASSUMED_MFU = 0.40
+A6000 = GPUType(
+    name="A6000",
+    memory_gb=48.0,  # NVIDIA RTX A6000 datasheet
+    effective_flops=A6000_PEAK_FLOPS * ASSUMED_MFU,
+    power_kw=0.3,  # shared/DESIGN.md: reproduces the paper's Fig. 1 dollar figures within ~5%
+)
+
+
+@dataclass(frozen=True)
+class RegionSpec:
+    """One row of the paper's Table II."""
+
+    name: str
+    location: str
+    gpus: int
+    price_per_kwh: float
+    bandwidth_gbps: float
+
+
+# BACE-Pipe Table II (GPU capacity, $/kWh from GlobalPetrolPrices, bandwidth sampled 25-100 Gbps).
+PAPER_REGIONS: tuple[RegionSpec, ...] = (
+    RegionSpec("EU-West", "Ireland", 64, 0.251, 50.0),  # Table II row 1
+    RegionSpec("US-East-2", "New York, USA", 64, 0.156, 90.0),  # Table II row 2
+    RegionSpec("EU-Central", "Frankfurt, Germany", 16, 0.288, 30.0),  # Table II row 3
+    RegionSpec("EA-East", "Tokyo, Japan", 128, 0.191, 70.0),  # Table II row 4
+    RegionSpec("SEA-South", "Singapore", 32, 0.222, 50.0),  # Table II row 5
+    RegionSpec("OC-East", "Sydney, Australia", 32, 0.295, 70.0),  # Table II row 6
+)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """An LLM architecture (paper Table III) and its training batch size."""
+
+    name: str
+    params: float  # number of parameters
+    layers: int  # transformer layers: the most pipeline stages the model can be split into
+    hidden: int  # hidden size: sets the activation size A_j
+    batch_size: int  # global batch size (samples per iteration)
+    family: str = ""
+
+    def __post_init__(self) -> None:
+        for field in ("params", "layers", "hidden", "batch_size"):
+            if not getattr(self, field) > 0:
+                raise ValueError(f"ModelSpec.{field} must be > 0, got {getattr(self, field)!r}")
+
+
+# BACE-Pipe Table III (parameters, layers, hidden size, batch size), in the table's job order 1..8.
+PAPER_MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec("FLM-101B", 101e9, 80, 10240, 128, "flm"),  # Table III job 1 [30]
+    ModelSpec("Solar-Open-100B", 100e9, 48, 4096, 128, "solar"),  # Table III job 2 [31]
+    ModelSpec("Llama-3.1-70B", 70e9, 80, 8192, 128, "llama"),  # Table III job 3 [32]
+    ModelSpec("Falcon-40B", 40e9, 60, 8192, 256, "falcon"),  # Table III job 4 [33]
+    ModelSpec("Qwen2.5-32B", 32e9, 64, 5120, 256, "qwen"),  # Table III job 5 [34]
+    ModelSpec("Gemma-3-27B", 27e9, 62, 5376, 256, "gemma"),  # Table III job 6 [35]
+    ModelSpec("Ministral-3-14B", 14e9, 40, 5120, 512, "ministral"),  # Table III job 7 [36]
+    ModelSpec("Qwen2.5-14B", 14e9, 48, 5120, 512, "qwen"),  # Table III job 8 [34]
+)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    samples: int
+
+    def __post_init__(self) -> None:
+        if not self.samples > 0:
+            raise ValueError(f"DatasetSpec.samples must be > 0, got {self.samples!r}")
+
+
+PAPER_DATASETS: tuple[DatasetSpec, ...] = (
+    DatasetSpec("Alpaca-52k", 52_002),  # BACE-Pipe IV-A: 52,002 samples [38]
+    DatasetSpec("WikiText-103", 1_810_000),  # BACE-Pipe IV-A: 1.81 million samples [39]
+    DatasetSpec("OpenWebText", 8_010_000),  # BACE-Pipe IV-A: 8.01 million samples [40]
+)
+
+# Training-run defaults the paper does not state (docs/cost_model.md explains each).
+DEFAULT_SEQ_LEN = 2048  # tokens per sample; Llama-3-style 2k context
+DEFAULT_MICRO_BATCH = 1  # samples per micro-batch: A_j(Llama-70B) = 33.5 MB, the paper's "about 30 MB"
+DEFAULT_EPOCHS = 1.0
+BYTES_PER_ACTIVATION = 2  # BF16 activations and gradients
+# Per-stage, per-micro-batch overhead (kernel launches, P2P handshakes, recompute share).
+# Calibrated, as shared/DESIGN.md asks, so that K* of the Table III models spans ~40-80 GPUs.
+DEFAULT_STAGE_OVERHEAD_S = 0.15
+DEFAULT_INTRA_REGION_GBPS = 100.0  # stage-to-stage bandwidth inside a region (100 Gb/s fabric)
+
+
+def model_by_name(name: str) -> ModelSpec:
+    for m in PAPER_MODELS:
+        if m.name == name:
+            return m
+    raise ValueError(f"unknown model {name!r}; known: {[m.name for m in PAPER_MODELS]}")
+
+
+def dataset_by_name(name: str) -> DatasetSpec:
+    for d in PAPER_DATASETS:
+        if d.name == name:
+            return d
+    raise ValueError(f"unknown dataset {name!r}; known: {[d.name for d in PAPER_DATASETS]}")

@@ -1,0 +1,84 @@
+"""Pipeline-parallel training jobs and the per-job quantities of the cost model.
+
+A ``JobSpec`` is what a user submits (model, dataset, batch settings, submit time); a
+``JobProfile`` is what BACE-Pipe's Job Parser extracts from it for a given GPU type and
+cluster: t_comp's work term, M_j, I_j, A_j, K* (Eq. 13), E_j(1) (Eq. 9's numerator).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from geo_gym import catalog, costmodel
+from geo_gym.catalog import DatasetSpec, GPUType, ModelSpec
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    model: ModelSpec
+    dataset: DatasetSpec
+    submit: float = 0.0  # seconds
+    epochs: float = catalog.DEFAULT_EPOCHS
+    seq_len: int = catalog.DEFAULT_SEQ_LEN
+    micro_batch: int = catalog.DEFAULT_MICRO_BATCH
+    min_gpus: int = 1
+    # SchedMate-style metadata (user, task, ...) for duration predictors; free-form strings.
+    metadata: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.submit >= 0:
+            raise ValueError(f"JobSpec {self.name!r}: submit must be >= 0, got {self.submit!r}")
+        if not self.epochs > 0:
+            raise ValueError(f"JobSpec {self.name!r}: epochs must be > 0, got {self.epochs!r}")
+        for f in ("seq_len", "micro_batch", "min_gpus"):
+            v = getattr(self, f)
+            if int(v) != v or v < 1:
+                raise ValueError(f"JobSpec {self.name!r}: {f} must be an integer >= 1, got {v!r}")
+        if self.micro_batch > self.model.batch_size:
+            raise ValueError(
+                f"JobSpec {self.name!r}: micro_batch {self.micro_batch} exceeds the batch size "
+                f"{self.model.batch_size}"
+            )
+
+
+@dataclass(frozen=True)
+class JobProfile:
+    """Derived quantities of one job on one GPU type (all seconds / Gbit)."""
+
+    work: float  # forward seconds of one micro-batch on one GPU; t_comp(L) = work / L + overhead
+    stage_overhead: float
+    num_microbatches: int  # M_j
+    iterations: float  # I_j
+    activation_gbit: float  # A_j
+    k_star: int  # Eq. (13)
+    e1: float  # E_j(1), Eq. (2) on one GPU
+    ideal_duration: float  # E_j(K*) inside one region
+
+    def t_comp(self, num_stages: int) -> float:
+        return costmodel.t_comp(self.work, num_stages, self.stage_overhead)
+
+    def b_j(self, num_stages: int) -> float:
+        """Minimum bandwidth on every crossed link (Eq. 6)."""
+        return costmodel.min_bandwidth(self.activation_gbit, self.t_comp(num_stages))
+
+
+def profile(
+    job: JobSpec,
+    gpu: GPUType = catalog.A6000,
+    stage_overhead: float = catalog.DEFAULT_STAGE_OVERHEAD_S,
+    intra_gbps: float = catalog.DEFAULT_INTRA_REGION_GBPS,
+) -> JobProfile:
+    m = job.model
+    work = costmodel.stage_work(m.params, job.micro_batch * job.seq_len, gpu.effective_flops)
+    mb = costmodel.num_microbatches(m.batch_size, job.micro_batch)
+    iters = costmodel.num_iterations(job.dataset.samples, m.batch_size, job.epochs)
+    act = costmodel.activation_gbit(
+        job.micro_batch, job.seq_len, m.hidden, catalog.BYTES_PER_ACTIVATION
+    )
+    ks = costmodel.k_star(work, mb, act, intra_gbps, stage_overhead, m.layers)
+    e1 = iters * costmodel.single_region_iteration_time(work, 1, act, intra_gbps, stage_overhead, mb)
+    ideal = iters * costmodel.single_region_iteration_time(
+        work, ks, act, intra_gbps, stage_overhead, mb
+    )
+    return JobProfile(work, stage_overhead, mb, iters, act, ks, e1, ideal)
