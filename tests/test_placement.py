@@ -1,0 +1,128 @@
+"""Alg. 1, Alg. 2, the baselines' rules and Eq. (5)/(6) on hand-worked cases."""
+
+import numpy as np
+import pytest
+
+from geo_gym.cluster import Cluster, ClusterState, Region
+from geo_gym.placement import (
+    Placement,
+    check_placement,
+    cost_min_allocate,
+    cr_lcf,
+    cr_ldf,
+    lcf,
+    ldf,
+    pathfinder,
+    uniform_allocate,
+)
+
+PRICES = [0.30, 0.10, 0.20, 0.40]
+
+
+def flat(g):
+    return 1.0  # t_comp independent of g: the bandwidth test is A / b <= 1 s
+
+
+def test_pathfinder_single_region_hit_takes_cheapest_with_k_star():
+    p = pathfinder([8, 8, 2, 8], PRICES, np.full((4, 4), 10.0), 6, 1.0, flat)
+    assert p == Placement((1,), (6,))
+
+
+def test_pathfinder_multi_region_expansion_highest_bandwidth():
+    bw = np.array(
+        [[0, 5, 9, 1], [5, 0, 2, 8], [9, 2, 0, 3], [1, 8, 3, 0]], dtype=float
+    )
+    # no region has 6 free; start 0 -> 2 (B=9) gives 3+2=5, then from 2: 3 (B=3) -> 6
+    # start 1 -> 3 (B=8) gives 2+3=5, then from 3: 2 (B=3) -> 6 ... all reach 6; cheapest wins
+    p = pathfinder([3, 2, 2, 3], PRICES, bw, 6, 1.0, flat)
+    assert p.total == 6
+    # hand-computed: every start reaches g=6 over 3 regions; Alg. 2 on each path, and the
+    # lowest average price is the path holding region 1 ($0.10) and 2 ($0.20) fully.
+    alloc = p.as_dict()
+    assert alloc.get(1) == 2 and alloc.get(2) == 2
+    assert sum(alloc.values()) == 6
+
+
+def test_pathfinder_bandwidth_limited_stop():
+    bw = np.full((3, 3), 0.5)  # A / b = 2 s > t_comp = 1 s: no link usable
+    p = pathfinder([2, 3, 1], [0.1, 0.2, 0.3], bw, 6, 1.0, flat)
+    assert p == Placement((1,), (3,))  # largest single region, since nothing can expand
+
+
+def test_pathfinder_stops_at_first_failing_neighbour():
+    bw = np.array([[0, 4.0, 0.1], [4.0, 0, 0.1], [0.1, 0.1, 0]])
+    # t_comp(g) = 2/g: g'=4 -> 0.5 s >= 1/4 ok; adding region 2 needs 1/0.1 = 10 s: stop
+    p = pathfinder([2, 2, 5], [0.1, 0.1, 0.1], bw, 8, 1.0, lambda g: 2.0 / g)
+    assert p == Placement((2,), (5,))  # 5 alone beats 4 over two regions
+
+
+def test_pathfinder_price_tie_break_and_earlier_start_wins_full_tie():
+    bw = np.full((3, 3), 10.0)
+    # starts 0 and 1 both reach g=4 over {0,1}; region 2 alone... identical avg price -> start 0
+    p = pathfinder([2, 2, 0], [0.2, 0.2, 0.1], bw, 4, 1.0, flat)
+    assert p.path == (0, 1) and p.total == 4
+    # price tie-break: path with the cheaper region gets it
+    p2 = pathfinder([2, 2, 2], [0.3, 0.3, 0.1], bw, 4, 1.0, flat)
+    assert 2 in p2.path and p2.as_dict()[2] == 2
+
+
+def test_pathfinder_skips_start_with_no_free_gpu_and_none_when_empty():
+    assert pathfinder([0, 0], [0.1, 0.2], np.ones((2, 2)), 2, 1.0, flat) is None
+    p = pathfinder([0, 3], [0.1, 0.2], np.ones((2, 2)), 5, 1.0, flat)
+    assert p == Placement((1,), (3,))
+
+
+def test_cost_min_allocator_alg2():
+    # one GPU each, surplus 5 to the cheapest: region 1 ($0.10) up to capacity 3, then region 2
+    assert cost_min_allocate([0, 1, 2], 8, [4, 3, 4], [0.3, 0.1, 0.2]) == {0: 1, 1: 3, 2: 4}
+    assert cost_min_allocate([2], 3, [4, 3, 4], [0.3, 0.1, 0.2]) == {2: 3}
+    with pytest.raises(ValueError, match="smaller than the path length"):
+        cost_min_allocate([0, 1], 1, [4, 3], [0.3, 0.1])
+
+
+def test_uniform_allocation():
+    assert uniform_allocate([0, 1, 2], 7, [5, 1, 5]) == {0: 3, 1: 1, 2: 3}
+
+
+def test_single_region_baselines():
+    free = [4, 3, 2, 2]
+    prices = [0.230, 0.222, 0.191, 0.291]
+    assert lcf(free, prices, 6) == Placement((2,), (2,))
+    assert ldf(free, 6) == Placement((0,), (4,))
+    assert lcf([0, 0], [0.1, 0.2], 3) is None
+
+
+def test_cross_region_baselines():
+    free = [4, 3, 2, 2]
+    prices = [0.230, 0.222, 0.191, 0.291]
+    bw = np.full((4, 4), 10.0)
+    assert cr_lcf(free, prices, bw, 6, 1.0, flat) == Placement((2, 1, 0), (2, 3, 1))
+    assert cr_ldf(free, prices, bw, 6, 1.0, flat) == Placement((0, 1), (4, 2))
+    # CR-LCF skips a region whose link cannot carry the job
+    bw2 = bw.copy()
+    bw2[2, 1] = bw2[1, 2] = 0.1
+    assert cr_lcf(free, prices, bw2, 6, 1.0, flat).path == (2, 0)
+
+
+def test_eq5_eq6_rejections():
+    bw = np.array([[0, 2.0], [2.0, 0]])
+    res = np.zeros((2, 2))
+    with pytest.raises(ValueError, match=r"Eq\. \(5\)"):
+        check_placement(Placement((0,), (5,)), [4, 4], res, bw, 1.0)
+    with pytest.raises(ValueError, match=r"Eq\. \(6\)"):
+        check_placement(Placement((0, 1), (1, 1)), [4, 4], res, bw, 2.5)
+    res[1, 0] = 1.5  # the reverse direction is reserved too (gradients flow back)
+    with pytest.raises(ValueError, match=r"Eq\. \(6\)"):
+        check_placement(Placement((0, 1), (1, 1)), [4, 4], res, bw, 1.0)
+    check_placement(Placement((0, 1), (1, 1)), [4, 4], np.zeros((2, 2)), bw, 2.0)
+
+
+def test_cluster_state_allocate_release():
+    cl = Cluster((Region("a", 4, 0.1, 10), Region("b", 4, 0.2, 20)))
+    assert cl.bandwidth[0, 1] == 15.0
+    st = ClusterState(cl)
+    st.allocate(Placement((0, 1), (3, 2)), 5.0)
+    assert st.free.tolist() == [1, 2] and st.reserved[0, 1] == st.reserved[1, 0] == 5.0
+    assert st.alpha() == pytest.approx(10.0 / 30.0)
+    st.release(Placement((0, 1), (3, 2)), 5.0)
+    assert st.free.tolist() == [4, 4] and st.alpha() == 0.0

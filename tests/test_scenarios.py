@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+
+from geo_gym.cluster import Cluster, Region
+from geo_gym.scenarios import make_scenario, scenario_names
+
+
+def test_paper_default_loads_and_is_seeded():
+    s = make_scenario("paper-default", seed=1)
+    assert len(s.jobs) == 8 and s.cluster.num_regions == 6
+    assert s.cluster.capacities.tolist() == [64, 64, 16, 128, 32, 32]
+    assert s.cluster.bandwidth[0, 1] == pytest.approx((50 + 90) / 2)
+    same = make_scenario("paper-default", seed=1)
+    assert [j.dataset for j in s.jobs] == [j.dataset for j in same.jobs]
+    assert len(make_scenario("paper-default", num_jobs=24).jobs) == 24
+
+
+def test_sensitivity_knobs():
+    s = make_scenario("paper-default", bandwidth_scale=0.3, capacity_scale=0.5)
+    assert s.cluster.capacities.tolist() == [32, 32, 8, 64, 16, 16]
+    assert s.cluster.bandwidth[0, 1] == pytest.approx(0.3 * 70)
+
+
+def test_fig1_scenario():
+    s = make_scenario("paper-fig1")
+    assert [j.name for j in s.jobs] == ["P", "Q"]
+    assert s.cluster.capacities.tolist() == [4, 3, 2, 2]
+    assert s.cluster.bandwidth[0, 2] == pytest.approx(1.0)  # A-C 1000 Mbps
+    assert s.cluster.bandwidth[1, 3] == pytest.approx(0.2)  # B-D 200 Mbps
+
+
+def test_unknown_scenario_and_knob():
+    with pytest.raises(ValueError, match="known scenarios"):
+        make_scenario("nope")
+    assert "paper-default" in scenario_names()
+    with pytest.raises(ValueError, match="no knob"):
+        make_scenario("paper-fig1", num_jobs=3)
+
+
+def test_bad_cluster_input_names_field():
+    with pytest.raises(ValueError, match="gpus"):
+        Region("x", -1, 0.1, 10)
+    with pytest.raises(ValueError, match="price_per_kwh"):
+        Region("x", 1, -0.1, 10)
+    with pytest.raises(ValueError, match="bandwidth must have shape"):
+        Cluster((Region("a", 1, 0.1, 1), Region("b", 1, 0.1, 1)), np.ones((3, 3)))
+    with pytest.raises(ValueError, match="bandwidth_scale"):
+        make_scenario("paper-default", bandwidth_scale=0)
+
+
+def test_asymmetric_matrix_accepted():
+    bw = np.array([[0, 1.0], [3.0, 0]])
+    cl = Cluster((Region("a", 1, 0.1, 1), Region("b", 1, 0.1, 1)), bw)
+    assert cl.bandwidth[0, 1] == 1.0 and cl.bandwidth[1, 0] == 3.0
+
+
+def test_fig1_script_runs():
+    import runpy
+    from pathlib import Path
+
+    mod = runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "fig1.py"))
+    df = mod["evaluate"]()
+    assert list(df["strategy"]) == ["LCF", "LDF", "Ours (FCFS)", "Ours (Reordered)"]
+    assert (df["avg_jct_h"] > 0).all() and (df["total_cost_usd"] > 0).all()
