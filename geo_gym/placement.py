@@ -133,6 +133,18 @@ def _allocate(kind, path, path_len, g, free, prices, out_alloc):
     return _fill_kernel(path, path_len, g, free, out_alloc)
 
 
+@_jit
+def _best_neighbour(bw, v, free, in_path):
+    """Alg. 1 line 10: the region u off the path with free GPUs maximising B[v, u]
+    (ties to the lower index); -1 when there is none."""
+    u = -1
+    for cand in range(free.shape[0]):
+        if not in_path[cand] and free[cand] > 0:
+            if u < 0 or bw[v, cand] > bw[v, u]:
+                u = cand
+    return u
+
+
 # --------------------------------------------------------------------------- Alg. 1
 
 
@@ -176,11 +188,7 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
         g = free[rs]
         b_min = np.inf
         while n < k and g < k_star:
-            u = -1
-            for cand in range(k):  # line 10: argmax B[v, u], u not on the path, G_u > 0
-                if not in_path[cand] and free[cand] > 0:
-                    if u < 0 or bw[v, cand] > bw[v, u]:
-                        u = cand
+            u = _best_neighbour(bw, v, free, in_path)
             if u < 0:
                 break
             b_tmp = min(b_min, bw[v, u])
@@ -292,11 +300,7 @@ def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path):
     v = start
     b_min = np.inf
     while n < k and g < k_star:
-        u = -1
-        for cand in range(k):
-            if not in_path[cand] and free[cand] > 0:
-                if u < 0 or bw[v, cand] > bw[v, u]:
-                    u = cand
+        u = _best_neighbour(bw, v, free, in_path)
         if u < 0:
             break
         b_tmp = min(b_min, bw[v, u])
