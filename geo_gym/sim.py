@@ -90,6 +90,23 @@ def allocate(num_envs: int, num_regions: int, max_jobs: int) -> Core:
     return Core(**arrays)
 
 
+def grow(core: Core, max_jobs: int) -> Core:
+    """A copy of ``core`` with room for ``max_jobs`` jobs per env (state kept)."""
+    n, k = core.cap.shape
+    if max_jobs <= core.submit.shape[1]:
+        return core
+    new = allocate(n, k, max_jobs)
+    j = core.submit.shape[1]
+    for name, (suffix, _) in {**_STATIC, **_DYNAMIC}.items():
+        src, dst = getattr(core, name), getattr(new, name)
+        if suffix.startswith("J"):
+            dst[:, :j] = src
+        else:
+            dst[...] = src
+    new.path[:, j:] = -1
+    return new
+
+
 def load(core: Core, e: int, scenario: Scenario, pred_iters: np.ndarray | None = None) -> list:
     """Write ``scenario`` into slot ``e`` of ``core`` and reset it. Returns the jobs in core
     index order (sorted by submit time, stable). ``pred_iters`` (in that order) replaces the

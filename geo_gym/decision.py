@@ -1,0 +1,258 @@
+"""The RL decision interface over the simulator core, batched over envs and compiled.
+
+At each decision the env shows a *window* of the first W pending jobs (queue order) and, for
+each, the placement every rule of ``geo_gym.placement`` would make now (``NUM_RULES``
+options). An action is ``slot * NUM_RULES + rule`` or ``W * NUM_RULES`` ("wait until the next
+event"). The observation layout, the mask and the reward live here, once, for the single env
+and the vector env alike; ``geo_gym/env.py`` documents them for users.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numba
+import numpy as np
+
+from geo_gym.costmodel import alpha_nb, pipeline_iteration_time_nb
+from geo_gym.placement import FEASIBLE, NUM_RULES
+from geo_gym.sim import (
+    CAND_D,
+    CAND_I,
+    CAND_LOG_IDEAL,
+    NUM_CAND_FEATURES,
+    advance,
+    candidate_features,
+    done,
+    job_placement,
+    next_event_time,
+    place,
+    residual_bandwidth,
+)
+
+_jit = numba.njit(cache=True)
+
+NUM_GLOBAL = 7
+NUM_REGION = 4
+NUM_SLOT = 6
+NUM_OPTION = 4
+MAX_STAGES_NORM = 128.0
+OBS_HIGH = 100.0  # observations are clipped to [0, OBS_HIGH]; log1p(hours) reaches it only past 1e43 h  # K* is divided by this: no Table III model has more layers
+
+Options = namedtuple(
+    "Options", ["win", "n_win", "path", "alloc", "g", "plen", "feats", "wait_ok", "deadlock"]
+)
+
+
+def obs_size(num_regions: int, window: int) -> int:
+    return NUM_GLOBAL + NUM_REGION * num_regions + window * (NUM_SLOT + NUM_RULES * NUM_OPTION)
+
+
+def num_actions(window: int) -> int:
+    return window * NUM_RULES + 1
+
+
+def allocate_options(num_envs: int, num_regions: int, window: int) -> Options:
+    o = NUM_RULES
+    return Options(
+        win=np.full((num_envs, window), -1, dtype=np.int64),
+        n_win=np.zeros(num_envs, dtype=np.int64),
+        path=np.full((num_envs, window, o, num_regions), -1, dtype=np.int64),
+        alloc=np.zeros((num_envs, window, o, num_regions), dtype=np.int64),
+        g=np.zeros((num_envs, window, o), dtype=np.int64),
+        plen=np.zeros((num_envs, window, o), dtype=np.int64),
+        feats=np.zeros((num_envs, window, NUM_CAND_FEATURES), dtype=np.float32),
+        wait_ok=np.zeros(num_envs, dtype=np.bool_),
+        deadlock=np.zeros(num_envs, dtype=np.bool_),
+    )
+
+
+@_jit
+def _compute_options(c, o, e):
+    """Window and every rule's placement for every window slot; returns whether any is valid."""
+    w = o.win.shape[1]
+    k = c.free.shape[1]
+    n = min(w, c.n_pend[e])
+    o.n_win[e] = n
+    o.win[e] = -1
+    o.g[e] = 0
+    o.plen[e] = 0
+    candidate_features(c, e, n, o.feats[e])
+    eff = np.empty((k, k))
+    residual_bandwidth(c, e, eff)
+    any_valid = False
+    for s in range(n):
+        j = c.pend[e, s]
+        o.win[e, s] = j
+        for r in range(NUM_RULES):
+            g, plen = job_placement(c, e, j, r, eff, o.path[e, s, r], o.alloc[e, s, r])
+            o.g[e, s, r] = g
+            o.plen[e, s, r] = plen
+            if g > 0:
+                any_valid = True
+    for s in range(n, w):
+        o.feats[e, s] = 0.0
+    return any_valid
+
+
+@_jit
+def refresh(c, o, e):
+    """Bring env e to its next decision: advance through instants where nobody can place
+    anything, until a placement is possible or the workload is done."""
+    o.deadlock[e] = False
+    while True:
+        any_valid = _compute_options(c, o, e)
+        o.wait_ok[e] = next_event_time(c, e) < np.inf
+        if any_valid or done(c, e):
+            return
+        if not advance(c, e):
+            o.deadlock[e] = True  # pending jobs, nothing placeable, nothing will happen
+            return
+
+
+@_jit
+def action_mask(o, e, out):
+    """out[slot * NUM_RULES + rule] = that option is valid; out[-1] = waiting is possible."""
+    w = o.win.shape[1]
+    for s in range(w):
+        for r in range(NUM_RULES):
+            out[s * NUM_RULES + r] = s < o.n_win[e] and o.g[e, s, r] > 0
+    out[w * NUM_RULES] = o.wait_ok[e]
+
+
+@_jit
+def step_one(c, o, e, action, cost_weight, scale):
+    """Apply one action to env e and bring it to its next decision.
+
+    A masked (invalid) action is treated as "wait": time advances to the next event if there
+    is one, otherwise nothing happens. Returns (reward, invalid).
+    Reward = -(increase of sum over jobs in the system of hours spent + cost_weight x dollars
+    spent) / scale, so an episode's return is -(N avg JCT_h + cost_weight x total cost) / scale.
+    """
+    area0 = c.area[e]
+    spent0 = c.spent[e]
+    w = o.win.shape[1]
+    invalid = True
+    if 0 <= action < w * NUM_RULES:
+        s = action // NUM_RULES
+        r = action % NUM_RULES
+        if s < o.n_win[e] and o.g[e, s, r] > 0:
+            code = place(c, e, o.win[e, s], o.path[e, s, r], o.plen[e, s, r], o.alloc[e, s, r])
+            invalid = code != FEASIBLE
+    elif action == w * NUM_RULES and o.wait_ok[e]:
+        advance(c, e)
+        invalid = False
+    if invalid and o.wait_ok[e]:
+        advance(c, e)
+    refresh(c, o, e)
+    reward = -((c.area[e] - area0) / 3600.0 + cost_weight * (c.spent[e] - spent0)) / scale
+    return reward, invalid
+
+
+@_jit
+def encode(c, o, e, out):
+    """The observation vector of env e (layout in geo_gym/env.py)."""
+    k = c.free.shape[1]
+    w = o.win.shape[1]
+    t = c.t[e]
+    cap_total = 0
+    free_total = 0
+    max_cap = 1
+    max_price = 1e-12
+    max_bw = 1e-12
+    for r in range(k):
+        cap_total += c.cap[e, r]
+        free_total += c.free[e, r]
+        max_cap = max(max_cap, c.cap[e, r])
+        max_price = max(max_price, c.price[e, r])
+        for v in range(k):
+            max_bw = max(max_bw, c.bw[e, r, v])
+    next_arr = np.inf
+    if c.next_arr[e] < c.n_jobs[e]:
+        next_arr = c.submit[e, c.next_arr[e]] - t
+    next_end = np.inf
+    for i in range(c.n_run[e]):
+        next_end = min(next_end, c.end[e, c.run[e, i]] - t)
+    out[0] = alpha_nb(c.resv[e], c.bw[e])
+    out[1] = free_total / max(cap_total, 1)
+    out[2] = np.log1p(c.n_pend[e])
+    out[3] = np.log1p(c.n_run[e])
+    out[4] = np.log1p(c.n_jobs[e] - c.next_arr[e])
+    out[5] = np.log1p(next_arr / 3600.0) if next_arr < np.inf else 0.0
+    out[6] = np.log1p(next_end / 3600.0) if next_end < np.inf else 0.0
+    p = NUM_GLOBAL
+    for r in range(k):
+        res = 0.0
+        for v in range(k):
+            if v != r:
+                res += max(0.0, c.bw[e, r, v] - c.resv[e, r, v])
+        out[p] = c.free[e, r] / max(c.cap[e, r], 1)
+        out[p + 1] = c.cap[e, r] / max_cap
+        out[p + 2] = c.price[e, r] / max_price
+        out[p + 3] = res / max(k - 1, 1) / max_bw
+        p += NUM_REGION
+    for s in range(w):
+        if s < o.n_win[e]:
+            j = o.win[e, s]
+            out[p] = 1.0
+            out[p + 1] = o.feats[e, s, CAND_I]
+            out[p + 2] = o.feats[e, s, CAND_D]
+            out[p + 3] = o.feats[e, s, CAND_LOG_IDEAL]
+            out[p + 4] = c.kstar[e, j] / MAX_STAGES_NORM
+            out[p + 5] = np.log1p((t - c.submit[e, j]) / 3600.0)
+        else:
+            out[p : p + NUM_SLOT] = 0.0
+        p += NUM_SLOT
+        for r in range(NUM_RULES):
+            g = o.g[e, s, r] if s < o.n_win[e] else 0
+            if g > 0:
+                j = o.win[e, s]
+                t_iter = pipeline_iteration_time_nb(
+                    o.path[e, s, r],
+                    o.plen[e, s, r],
+                    o.alloc[e, s, r],
+                    c.bw[e],
+                    c.intra[e],
+                    c.act[e, j],
+                    c.work[e, j],
+                    c.overhead[e],
+                    c.mb[e, j],
+                )
+                rate = 0.0
+                for q in range(k):
+                    rate += o.alloc[e, s, r, q] * c.price[e, q]
+                out[p] = 1.0
+                out[p + 1] = g / c.kstar[e, j]
+                out[p + 2] = np.log1p(c.pred_iters[e, j] * t_iter / 3600.0)
+                out[p + 3] = rate / (c.kstar[e, j] * max_price)
+            else:
+                out[p : p + NUM_OPTION] = 0.0
+            p += NUM_OPTION
+    for i in range(out.shape[0]):
+        out[i] = min(out[i], OBS_HIGH)
+
+
+@_jit
+def step_batch(c, o, actions, cost_weight, scale, rewards, invalid, terminated, obs, masks):
+    """Step every env of the batch once: the native vector env's whole inner loop."""
+    for e in range(actions.shape[0]):
+        rewards[e], invalid[e] = step_one(c, o, e, actions[e], cost_weight, scale[e])
+        terminated[e] = done(c, e)
+        encode(c, o, e, obs[e])
+        action_mask(o, e, masks[e])
+
+
+def slot_feature_columns(window: int, num_regions: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Where the per-slot candidate features and per-option validity sit in the observation:
+    (indices of [I, D, log ideal] per slot (W, 3), indices of the option 'valid' flags (W, R),
+    index of alpha). Fixed policies read these to act from an observation alone."""
+    base = NUM_GLOBAL + NUM_REGION * num_regions
+    per_slot = NUM_SLOT + NUM_RULES * NUM_OPTION
+    feats = np.empty((window, 3), dtype=np.int64)
+    valid = np.empty((window, NUM_RULES), dtype=np.int64)
+    for s in range(window):
+        p = base + s * per_slot
+        feats[s] = [p + 1, p + 2, p + 3]
+        for r in range(NUM_RULES):
+            valid[s, r] = p + NUM_SLOT + r * NUM_OPTION
+    return feats, valid, 0

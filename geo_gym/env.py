@@ -1,0 +1,214 @@
+"""GeoPipeEnv: schedule pipeline-parallel LLM training jobs across geo-distributed regions.
+
+## Description
+A cloud of K regions (GPU capacity, electricity price, inter-region bandwidth) receives LLM
+training jobs. At every scheduling point the agent picks which pending job to start and how to
+place it across regions, or waits for the next event (a job arrives or ends). Costs follow
+BACE-Pipe (iteration time Eq. 1, JCT Eq. 3, electricity Eq. 4, GPU and bandwidth constraints
+Eq. 5/6); see docs/cost_model.md. One step = one scheduling decision.
+
+## Action Space
+``Discrete(W * R + 1)`` with W = ``window`` queue slots and R = 9 placement rules:
+``action = slot * R + rule`` starts the job in that slot with that rule's placement;
+``action = W * R`` waits until the next event. Rules (``geo_gym.placement.RULE_NAMES``):
+
+| rule | placement |
+|---|---|
+| 0 pathfinder | Alg. 1 + Alg. 2 (BACE-Pipe) |
+| 1 pathfinder_uniform | Alg. 1, uniform allocation (w/o Cost-Min) |
+| 2 cr_ldf_cost_min | CR-LDF path + Alg. 2 (w/o Pathfinder) |
+| 3 lcf / 4 ldf | cheapest / largest single region |
+| 5 cr_lcf / 6 cr_ldf | cross-region by price / from the largest region by bandwidth |
+| 7 pathfinder_half / 8 pathfinder_quarter | Alg. 1 + 2 aiming at ceil(K*/2) / ceil(K*/4) GPUs |
+
+Invalid actions are masked: ``info["action_mask"]`` and ``action_masks()`` (bool, one entry
+per action). **A masked action is treated as "wait"**: time advances to the next event if
+there is one, else nothing happens; ``info["invalid_action"]`` is True. Rewards stay
+consistent, so the episode-return identity below holds for any action sequence.
+
+## Observation Space
+``Box(0, 100, (7 + 4K + W (6 + 4R),), float32)``:
+
+| index | feature |
+|---|---|
+| 0 | alpha (Eq. 11): reserved / total inter-region bandwidth |
+| 1 | free GPUs / all GPUs |
+| 2, 3, 4 | log1p(pending jobs), log1p(running jobs), log1p(jobs not yet submitted) |
+| 5, 6 | log1p(hours to next arrival), log1p(hours to next completion) (0 when none) |
+| 7 + 4r ... | region r: free/capacity, capacity/max capacity, price/max price, mean residual out-bandwidth / max link bandwidth |
+| slot block (6) | present, I_j (Eq. 9), D_j (Eq. 10) over the window, log1p(predicted E_j(K*) h), K*/128, log1p(waiting h) |
+| option block (4) per rule | valid, GPUs/K*, log1p(predicted runtime h on that placement), cost rate: sum_r n_r P_r / (K* max_r P_r) |
+
+Slot s occupies ``7 + 4K + s (6 + 4R)``, its options follow it. Values are clipped at 100. Durations shown are
+predictions (``pred_iters``), never the truth.
+
+## Rewards
+Per step: ``-(delta sum over jobs in the system of hours + cost_weight x delta dollars) /
+scale``, with ``scale`` = sum of the jobs' predicted ideal durations E_j(K*) in hours. Hence
+an episode's return is exactly ``-(N x avg JCT_h + cost_weight x total cost $) / scale``;
+``info["reward_jct"]`` and ``info["reward_cost"]`` give the two parts of each step.
+
+## Starting State
+Empty cluster at t = 0; the workload is drawn from the scenario with a seed from
+``self.np_random`` (so ``reset(seed=s)`` fixes it); jobs submitted at t = 0 are queued.
+
+## Episode End
+Terminated when every job has ended; never truncated (use a TimeLimit wrapper for that).
+At the end ``info`` holds ``avg_jct_h``, ``total_cost``, ``makespan_h`` and ``jobs`` (records).
+
+## Arguments
+``scenario`` (name or ``Scenario``), ``scenario_kwargs`` (its knobs), ``window`` (W, 8),
+``cost_weight`` (hours per dollar, 0.1), ``max_jobs`` (queue capacity for named scenarios).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from geo_gym import decision, sim
+from geo_gym.placement import NUM_RULES, RULE_NAMES
+from geo_gym.scenarios import Scenario, make_scenario
+
+
+def draw_workload_seed(rng: np.random.Generator) -> int:
+    """The seed of the next episode's workload; the env and ``geo_gym.simulate`` share it."""
+    return int(rng.integers(0, 2**31 - 1))
+
+
+def episode_records(core: sim.Core, e: int, jobs: list, region_names) -> list[dict]:
+    """One record per job of env e: name, submit/start/end (h), JCT, cost, path, GPUs."""
+    out = []
+    for i, job in enumerate(jobs):
+        path = [int(r) for r in core.path[e, i, : core.plen[e, i]]]
+        out.append(
+            {
+                "name": job.name,
+                "model": job.model.name,
+                "dataset": job.dataset.name,
+                "submit_h": core.submit[e, i] / 3600.0,
+                "start_h": core.start[e, i] / 3600.0,
+                "end_h": core.end[e, i] / 3600.0,
+                "wait_h": (core.start[e, i] - core.submit[e, i]) / 3600.0,
+                "jct_h": (core.end[e, i] - core.submit[e, i]) / 3600.0,
+                "cost": float(core.cost[e, i]),
+                "gpus": int(core.gpus[e, i]),
+                "path": [region_names[r] for r in path],
+                "gpus_per_region": [int(core.alloc[e, i, r]) for r in path],
+            }
+        )
+    return out
+
+
+def episode_summary(core: sim.Core, e: int) -> dict[str, float]:
+    n = int(core.n_jobs[e])
+    jct = (core.end[e, :n] - core.submit[e, :n]) / 3600.0
+    return {
+        "avg_jct_h": float(jct.mean()),
+        "total_cost": float(core.cost[e, :n].sum()),
+        "makespan_h": float((core.end[e, :n].max() - core.submit[e, :n].min()) / 3600.0),
+        "avg_wait_h": float(((core.start[e, :n] - core.submit[e, :n]) / 3600.0).mean()),
+    }
+
+
+class GeoPipeEnv(gym.Env):
+    __doc__ = __doc__
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        scenario: str | Scenario = "paper-default",
+        scenario_kwargs: dict[str, Any] | None = None,
+        window: int = 8,
+        cost_weight: float = 0.1,
+        max_jobs: int | None = None,
+    ):
+        if int(window) != window or window < 1:
+            raise ValueError(f"window must be an integer >= 1, got {window!r}")
+        if not cost_weight >= 0:
+            raise ValueError(f"cost_weight must be >= 0, got {cost_weight!r}")
+        self.scenario = scenario
+        self.scenario_kwargs = dict(scenario_kwargs or {})
+        self.window = int(window)
+        self.cost_weight = float(cost_weight)
+        probe = self._make_scenario(0)
+        self.num_regions = probe.cluster.num_regions
+        self.max_jobs = int(max_jobs or len(probe.jobs))
+        self.core = sim.allocate(1, self.num_regions, self.max_jobs)
+        self.opts = decision.allocate_options(1, self.num_regions, self.window)
+        self.observation_space = gym.spaces.Box(
+            0.0, decision.OBS_HIGH, (decision.obs_size(self.num_regions, self.window),), np.float32
+        )
+        self.action_space = gym.spaces.Discrete(decision.num_actions(self.window))
+        self.wait_action = self.window * NUM_RULES
+        self._obs = np.zeros(self.observation_space.shape, np.float32)
+        self._mask = np.zeros(self.action_space.n, np.bool_)
+        self.jobs: list = []
+        self.current_scenario: Scenario | None = None
+        self._scale = 1.0
+
+    def _make_scenario(self, seed: int) -> Scenario:
+        if isinstance(self.scenario, Scenario):
+            return self.scenario
+        return make_scenario(self.scenario, seed=seed, **self.scenario_kwargs)
+
+    def _info(self) -> dict[str, Any]:
+        return {"action_mask": self._mask.copy(), "time_h": float(self.core.t[0] / 3600.0)}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        scen = self._make_scenario(draw_workload_seed(self.np_random))
+        if scen.cluster.num_regions != self.num_regions:
+            raise ValueError(
+                f"scenario has {scen.cluster.num_regions} regions; this env was built for "
+                f"{self.num_regions} (fix num_regions in scenario_kwargs)"
+            )
+        self.current_scenario = scen
+        if len(scen.jobs) > self.core.submit.shape[1]:
+            self.core = sim.grow(self.core, len(scen.jobs))
+        self.jobs = sim.load(self.core, 0, scen)
+        self._scale = float(self.core.ideal_pred[0, : len(self.jobs)].sum() / 3600.0)
+        decision.refresh(self.core, self.opts, 0)
+        self._check_deadlock()
+        decision.encode(self.core, self.opts, 0, self._obs)
+        decision.action_mask(self.opts, 0, self._mask)
+        return self._obs.copy(), self._info()
+
+    def _check_deadlock(self) -> None:
+        if self.opts.deadlock[0]:
+            stuck = [self.jobs[j].name for j in self.core.pend[0, : self.core.n_pend[0]]]
+            raise RuntimeError(f"no rule can ever place pending jobs {stuck} (min_gpus too large?)")
+
+    def step(self, action):
+        if self.current_scenario is None:
+            raise RuntimeError("call reset() before step()")
+        a = int(action)
+        area0, spent0 = float(self.core.area[0]), float(self.core.spent[0])
+        reward, invalid = decision.step_one(
+            self.core, self.opts, 0, a, self.cost_weight, self._scale
+        )
+        self._check_deadlock()
+        decision.encode(self.core, self.opts, 0, self._obs)
+        decision.action_mask(self.opts, 0, self._mask)
+        terminated = bool(sim.done(self.core, 0))
+        info = self._info()
+        info["invalid_action"] = bool(invalid)
+        info["reward_jct"] = -(float(self.core.area[0]) - area0) / 3600.0 / self._scale
+        info["reward_cost"] = -self.cost_weight * (float(self.core.spent[0]) - spent0) / self._scale
+        if terminated:
+            info.update(episode_summary(self.core, 0))
+            info["jobs"] = episode_records(self.core, 0, self.jobs, self.current_scenario.cluster.names)
+        return self._obs.copy(), float(reward), terminated, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """sb3-contrib MaskablePPO's hook."""
+        return self._mask.copy()
+
+    def decode_action(self, action: int) -> tuple[int, str] | None:
+        """(queue slot, rule name) of an action, or None for "wait"."""
+        a = int(action)
+        if a == self.wait_action:
+            return None
+        return a // NUM_RULES, RULE_NAMES[a % NUM_RULES]

@@ -1,0 +1,364 @@
+"""Duration predictors: what a scheduler is told about a job's duration.
+
+SchedMate section 1 (C2) and section 3.1 (Scheduling Advisor), evaluated in section 5.4
+(Fig. 12). Modes:
+
+- ``oracle``: the actual duration (the perfect world of most scheduling papers).
+- ``noisy``: actual x log-normal(0, sigma), from pre-drawn standard normals.
+- ``user-estimate``: configured steps x step time; blind to early termination (section 2.1,
+  "Config-based methods ... are unreliable under high failure/cancellation rates").
+- ``retrieval``: the Scheduling Advisor in miniature. A history store of finished jobs
+  (metadata vectors and what was recorded about them); the query's cosine similarity to every
+  stored job; the top-k jobs with similarity >= threshold give the estimate (mean of their
+  values); with no match a fallback (default: the user estimate; SchedMate section 4.1
+  "If no match is found, we fall back to Lucid's original estimator").
+
+Presets named after Fig. 12: ``schedmate`` (retrieval on full metadata, k=3 as in section
+4.3) and ``metadata-only`` (a Lucid-like estimator: sparse metadata, user, GPUs and name
+only, which records configured durations, i.e. assumes every job runs to completion).
+
+The retrieval kernels are numba functions on arrays so the simulator core calls the very
+same code; the classes are thin wrappers for standalone use. Predictors never see actual
+durations except ``oracle``/``noisy`` (a noisy view of the truth) and the retrieval store,
+which only holds jobs that have finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from geo_gym.uncertainty.metadata import (
+    DEFAULT_DIM,
+    FIELDS,
+    SPARSE_FIELDS,
+    HashingVectorizer,
+    JobMetadata,
+    Vectorizer,
+)
+
+_jit = numba.njit(cache=True)
+
+DEFAULT_STORE_CAPACITY = 8192
+
+
+# --------------------------------------------------------------------------- array kernels
+
+
+@_jit
+def store_append(store_vecs, store_vals, n_store, vec, val):
+    """Record one finished job; returns the new ``n_store``.
+
+    ``n_store`` counts every job ever appended. The store is a ring buffer of capacity
+    ``store_vecs.shape[0]``: once full, the oldest job is overwritten, so the store holds the
+    most recent ``cap`` finished jobs (recurring workloads make recent history the most
+    relevant, and a fixed capacity keeps the core allocation-free).
+    """
+    cap = store_vecs.shape[0]
+    row = n_store % cap
+    for j in range(store_vecs.shape[1]):
+        store_vecs[row, j] = vec[j]
+    store_vals[row] = val
+    return n_store + 1
+
+
+@_jit
+def cosine_similarities(query, store_vecs, n_valid):
+    """Cosine similarity of ``query`` to the first ``n_valid`` rows (0 for zero vectors)."""
+    dim = query.shape[0]
+    qn = 0.0
+    for j in range(dim):
+        qn += float(query[j]) * float(query[j])
+    qn = np.sqrt(qn)
+    sims = np.zeros(n_valid)
+    for i in range(n_valid):
+        dot = 0.0
+        sn = 0.0
+        for j in range(dim):
+            s = float(store_vecs[i, j])
+            dot += float(query[j]) * s
+            sn += s * s
+        if qn > 0.0 and sn > 0.0:
+            sims[i] = dot / (qn * np.sqrt(sn))
+    return sims
+
+
+@_jit
+def retrieval_estimate(query, store_vecs, store_vals, n_store, k, threshold):
+    """Mean value of the top-k stored jobs with cosine similarity >= ``threshold``.
+
+    Returns ``(estimate, n_matches)``; ``n_matches`` is 0 and the estimate NaN when no stored
+    job is similar enough (the caller applies its fallback). Ties in similarity go to the
+    lower row, so results are deterministic. ``n_store`` is the append count of
+    :func:`store_append` (valid rows: ``min(n_store, cap)``).
+    """
+    n_valid = min(n_store, store_vecs.shape[0])
+    if n_valid <= 0 or k <= 0:
+        return np.nan, 0
+    sims = cosine_similarities(query, store_vecs, n_valid)
+    total = 0.0
+    m = 0
+    if k <= 16:
+        # Repeated arg-max: O(k n), cheaper than a sort for the small k retrieval uses.
+        taken = np.zeros(n_valid, dtype=np.bool_)
+        while m < k:
+            best = -1
+            best_sim = -np.inf
+            for i in range(n_valid):
+                if not taken[i] and sims[i] >= threshold and sims[i] > best_sim:
+                    best = i
+                    best_sim = sims[i]
+            if best < 0:
+                break
+            taken[best] = True
+            total += store_vals[best]
+            m += 1
+    else:
+        # Stable sort: equal similarities keep row order, matching the arg-max branch.
+        order = np.argsort(-sims, kind="mergesort")
+        for i in order[:k]:
+            if sims[i] < threshold:
+                break
+            total += store_vals[i]
+            m += 1
+    if m == 0:
+        return np.nan, 0
+    return total / m, m
+
+
+@_jit
+def retrieval_predict(query, store_vecs, store_vals, n_store, k, threshold, fallback):
+    """:func:`retrieval_estimate` with the fallback value applied; returns (value, n_matches)."""
+    est, m = retrieval_estimate(query, store_vecs, store_vals, n_store, k, threshold)
+    if m == 0:
+        return fallback, 0
+    return est, m
+
+
+@_jit
+def noisy_durations(actual, z, sigma):
+    """actual x exp(sigma z): log-normal noise with median ratio 1 from standard normals z."""
+    out = np.empty(actual.shape[0])
+    for i in range(actual.shape[0]):
+        out[i] = actual[i] * np.exp(sigma * z[i])
+    return out
+
+
+def error_cdf(pred, actual, thresholds) -> np.ndarray:
+    """Share of jobs whose relative error |pred - actual| / actual is <= each threshold.
+
+    The metric of SchedMate Fig. 12. Note that an underestimate never exceeds 100 % error, so
+    "within 100 %" is exactly "pred <= 2 x actual".
+    """
+    pred = np.asarray(pred, dtype=float)
+    actual = np.asarray(actual, dtype=float)
+    if pred.shape != actual.shape:
+        raise ValueError(f"pred shape {pred.shape} != actual shape {actual.shape}")
+    if np.any(actual <= 0):
+        raise ValueError("actual durations must be > 0 for relative errors")
+    rel = np.abs(pred - actual) / actual
+    th = np.atleast_1d(np.asarray(thresholds, dtype=float))
+    return (rel[None, :] <= th[:, None]).mean(axis=1)
+
+
+# --------------------------------------------------------------------------- Python classes
+
+
+def _as_1d(x, n: int, what: str) -> np.ndarray:
+    if x is None:
+        raise ValueError(f"this predictor needs {what}")
+    a = np.asarray(x, dtype=float)
+    if a.shape != (n,):
+        raise ValueError(f"{what} must have shape ({n},), got {a.shape}")
+    return a
+
+
+class DurationPredictor:
+    """Base class: ``predict`` estimates durations of submitted jobs, ``observe`` is told
+    about finished ones (a no-op except for retrieval). ``uses_truth`` marks the predictors
+    that read ``actual`` (the simulator passes it only to them)."""
+
+    name = "base"
+    uses_truth = False
+
+    def predict(
+        self,
+        meta: Sequence[JobMetadata],
+        user_estimate=None,
+        actual=None,
+        z=None,
+    ) -> np.ndarray:
+        raise NotImplementedError
+
+    def observe(self, meta: Sequence[JobMetadata], actual, user_estimate=None) -> None:
+        """Finished jobs: nothing to learn for stateless predictors."""
+
+
+class OraclePredictor(DurationPredictor):
+    name = "oracle"
+    uses_truth = True
+
+    def predict(self, meta, user_estimate=None, actual=None, z=None):
+        return _as_1d(actual, len(meta), "actual").copy()
+
+
+class NoisyPredictor(DurationPredictor):
+    """actual x log-normal(0, sigma). ``z`` are pre-drawn standard normals (one per job),
+    drawn at episode reset so policies see common random numbers."""
+
+    name = "noisy"
+    uses_truth = True
+
+    def __init__(self, sigma: float = 0.5):
+        if not sigma >= 0:
+            raise ValueError(f"noisy predictor: sigma must be >= 0, got {sigma!r}")
+        self.sigma = float(sigma)
+
+    def predict(self, meta, user_estimate=None, actual=None, z=None):
+        n = len(meta)
+        return noisy_durations(_as_1d(actual, n, "actual"), _as_1d(z, n, "z"), self.sigma)
+
+
+class UserEstimatePredictor(DurationPredictor):
+    name = "user-estimate"
+
+    def predict(self, meta, user_estimate=None, actual=None, z=None):
+        return _as_1d(user_estimate, len(meta), "user_estimate").copy()
+
+
+@dataclass
+class HistoryStore:
+    """Arrays of the retrieval history (ring buffer, see :func:`store_append`)."""
+
+    vecs: np.ndarray  # (cap, dim) float32
+    vals: np.ndarray  # (cap,) float64
+    n: int = 0  # jobs ever appended
+
+    @classmethod
+    def empty(cls, capacity: int, dim: int) -> HistoryStore:
+        if capacity < 1:
+            raise ValueError(f"store capacity must be >= 1, got {capacity}")
+        return cls(np.zeros((capacity, dim), np.float32), np.zeros(capacity), 0)
+
+    @property
+    def size(self) -> int:
+        return min(self.n, self.vecs.shape[0])
+
+    def append(self, vecs: np.ndarray, vals) -> None:
+        vecs = np.asarray(vecs, dtype=np.float32)
+        vals = np.asarray(vals, dtype=float)
+        for i in range(vecs.shape[0]):
+            self.n = store_append(self.vecs, self.vals, self.n, vecs[i], vals[i])
+
+
+class RetrievalPredictor(DurationPredictor):
+    """SchedMate's Scheduling Advisor (section 3.1) over a :class:`HistoryStore`.
+
+    ``record`` says what the store keeps for a finished job: ``"actual"`` (its measured
+    duration, SchedMate) or ``"configured"`` (its user estimate, i.e. the duration had it run
+    to completion: how a config-trained Lucid-style model sees history). ``fallback`` is used
+    when nothing in the store reaches ``threshold``: ``"user-estimate"`` or ``"store-mean"``
+    (mean of everything stored; user estimate while the store is empty).
+    """
+
+    name = "retrieval"
+
+    def __init__(
+        self,
+        k: int = 3,
+        threshold: float = 0.8,
+        fields: Sequence[str] = FIELDS,
+        weights: dict[str, float] | None = None,
+        dim: int = DEFAULT_DIM,
+        capacity: int = DEFAULT_STORE_CAPACITY,
+        record: str = "actual",
+        fallback: str = "user-estimate",
+        vectorizer: Vectorizer | None = None,
+    ):
+        if int(k) != k or k < 1:
+            raise ValueError(f"retrieval predictor: k must be an integer >= 1, got {k!r}")
+        if not -1.0 <= threshold <= 1.0:
+            raise ValueError(f"retrieval predictor: threshold must be in [-1, 1], got {threshold}")
+        if record not in ("actual", "configured"):
+            raise ValueError(
+                f"retrieval predictor: record must be 'actual' or 'configured', got {record!r}"
+            )
+        if fallback not in ("user-estimate", "store-mean"):
+            raise ValueError(
+                "retrieval predictor: fallback must be 'user-estimate' or 'store-mean', "
+                f"got {fallback!r}"
+            )
+        self.k = int(k)
+        self.threshold = float(threshold)
+        self.record = record
+        self.fallback = fallback
+        self.vectorizer = vectorizer or HashingVectorizer(
+            dim=dim, fields=tuple(fields), weights=tuple(sorted((weights or {}).items()))
+        )
+        self.store = HistoryStore.empty(capacity, self.vectorizer.dim)
+        self.last_n_matches = np.zeros(0, dtype=np.int64)
+
+    def observe(self, meta, actual, user_estimate=None) -> None:
+        """Add finished jobs to the history (their actual durations are known now)."""
+        vals = actual if self.record == "actual" else user_estimate
+        self.store.append(self.vectorizer.transform(meta), _as_1d(vals, len(meta), self.record))
+
+    def predict(self, meta, user_estimate=None, actual=None, z=None):
+        n = len(meta)
+        q = self.vectorizer.transform(meta)
+        if self.fallback == "user-estimate" or self.store.size == 0:
+            fb = _as_1d(user_estimate, n, "user_estimate")
+        else:
+            fb = np.full(n, self.store.vals[: self.store.size].mean())
+        out = np.empty(n)
+        matches = np.zeros(n, dtype=np.int64)
+        s = self.store
+        for i in range(n):
+            out[i], matches[i] = retrieval_predict(
+                q[i], s.vecs, s.vals, s.n, self.k, self.threshold, fb[i]
+            )
+        self.last_n_matches = matches
+        return out
+
+
+# Calibrated on recurring_jobs(4000, default_rng(2024)) with the first 2000 jobs as warm-up
+# history and the next 2000 predicted online (each appended once predicted, i.e. it
+# finishes before the next arrives); see tests/test_uncertainty_predictors.py.
+SCHEDMATE_PRESET = dict(k=3, threshold=0.8, fields=FIELDS, record="actual")
+METADATA_ONLY_PRESET = dict(
+    k=10, threshold=0.5, fields=SPARSE_FIELDS, record="configured", fallback="store-mean"
+)
+
+PREDICTORS: dict[str, object] = {
+    "oracle": OraclePredictor,
+    "noisy": NoisyPredictor,
+    "user-estimate": UserEstimatePredictor,
+    "retrieval": RetrievalPredictor,
+    "schedmate": lambda **kw: _preset(RetrievalPredictor, "schedmate", SCHEDMATE_PRESET, kw),
+    "metadata-only": lambda **kw: _preset(
+        RetrievalPredictor, "metadata-only", METADATA_ONLY_PRESET, kw
+    ),
+}
+
+
+def _preset(cls, name: str, preset: dict, overrides: dict) -> DurationPredictor:
+    p = cls(**{**preset, **overrides})
+    p.name = name
+    return p
+
+
+def make_predictor(name: str, **kwargs) -> DurationPredictor:
+    """Build a predictor by name; kwargs go to its constructor (presets: overrides)."""
+    try:
+        factory = PREDICTORS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown predictor {name!r}; choose one of: {', '.join(PREDICTORS)}"
+        ) from None
+    try:
+        return factory(**kwargs)
+    except TypeError as e:
+        raise ValueError(f"predictor {name!r}: bad arguments {sorted(kwargs)}: {e}") from None
