@@ -15,6 +15,7 @@ for ``random`` also ``num_regions`` and ``mean_interarrival`` (seconds).
 from __future__ import annotations
 
 import inspect
+from functools import lru_cache
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,11 @@ def _check_num_jobs(num_jobs) -> int:
     return int(num_jobs)
 
 
+@lru_cache(maxsize=64)
+def _paper_cluster_scaled(bandwidth_scale: float, capacity_scale: float) -> Cluster:
+    return paper_cluster().scaled(bandwidth_scale, capacity_scale)  # immutable: safe to share
+
+
 def paper_default(
     seed: int = 0, bandwidth_scale: float = 1.0, capacity_scale: float = 1.0, num_jobs: int = 8
 ) -> Scenario:
@@ -51,7 +57,7 @@ def paper_default(
     8-24 jobs), each with a dataset drawn uniformly from the three, all queued at t = 0."""
     num_jobs = _check_num_jobs(num_jobs)
     rng = np.random.default_rng(seed)
-    cluster = paper_cluster().scaled(bandwidth_scale, capacity_scale)
+    cluster = _paper_cluster_scaled(float(bandwidth_scale), float(capacity_scale))
     picks = rng.integers(0, len(catalog.PAPER_DATASETS), size=num_jobs)
     jobs = tuple(
         JobSpec(

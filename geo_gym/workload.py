@@ -8,6 +8,7 @@ cluster: t_comp's work term, M_j, I_j, A_j, K* (Eq. 13), E_j(1) (Eq. 9's numerat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from geo_gym import catalog, costmodel
 from geo_gym.catalog import DatasetSpec, GPUType, ModelSpec
@@ -69,13 +70,28 @@ def profile(
     stage_overhead: float = catalog.DEFAULT_STAGE_OVERHEAD_S,
     intra_gbps: float = catalog.DEFAULT_INTRA_REGION_GBPS,
 ) -> JobProfile:
-    m = job.model
-    work = costmodel.stage_work(m.params, job.micro_batch * job.seq_len, gpu.effective_flops)
-    mb = costmodel.num_microbatches(m.batch_size, job.micro_batch)
-    iters = costmodel.num_iterations(job.dataset.samples, m.batch_size, job.epochs)
-    act = costmodel.activation_gbit(
-        job.micro_batch, job.seq_len, m.hidden, catalog.BYTES_PER_ACTIVATION
+    return _profile(
+        job.model, job.dataset, job.epochs, job.seq_len, job.micro_batch, gpu, stage_overhead,
+        intra_gbps,
     )
+
+
+# Workloads repeat the same (model, dataset, settings) many times; K* is a scan over layers.
+@lru_cache(maxsize=4096)
+def _profile(
+    m: ModelSpec,
+    dataset: DatasetSpec,
+    epochs: float,
+    seq_len: int,
+    micro_batch: int,
+    gpu: GPUType,
+    stage_overhead: float,
+    intra_gbps: float,
+) -> JobProfile:
+    work = costmodel.stage_work(m.params, micro_batch * seq_len, gpu.effective_flops)
+    mb = costmodel.num_microbatches(m.batch_size, micro_batch)
+    iters = costmodel.num_iterations(dataset.samples, m.batch_size, epochs)
+    act = costmodel.activation_gbit(micro_batch, seq_len, m.hidden, catalog.BYTES_PER_ACTIVATION)
     ks = costmodel.k_star(work, mb, act, intra_gbps, stage_overhead, m.layers)
     e1 = iters * costmodel.single_region_iteration_time(work, 1, act, intra_gbps, stage_overhead, mb)
     ideal = iters * costmodel.single_region_iteration_time(
