@@ -15,8 +15,8 @@ for ``random`` also ``num_regions`` and ``mean_interarrival`` (seconds).
 from __future__ import annotations
 
 import inspect
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -158,6 +158,11 @@ def scenario_names() -> list[str]:
     return sorted(SCENARIOS)
 
 
+@cache
+def _parameters(fn) -> dict:
+    return dict(inspect.signature(fn).parameters)
+
+
 def make_scenario(name: str | Scenario, seed: int = 0, **knobs) -> Scenario:
     """Build a named scenario; a ``Scenario`` passes through unchanged (knobs then forbidden)."""
     if isinstance(name, Scenario):
@@ -167,7 +172,7 @@ def make_scenario(name: str | Scenario, seed: int = 0, **knobs) -> Scenario:
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known scenarios: {scenario_names()}")
     fn = SCENARIOS[name]
-    params = inspect.signature(fn).parameters
+    params = _parameters(fn)
     bad = sorted(set(knobs) - set(params))
     if bad:
         raise ValueError(

@@ -53,6 +53,8 @@ _STATIC = {  # name: (shape suffix, dtype); "K" regions, "J" jobs
     "e1_pred": ("J", np.float64),  # predicted E_j(1), Eq. (9)
     "ideal_pred": ("J", np.float64),  # predicted E_j(K*) in one region
     "b_ref": ("J", np.float64),  # b_j at K*, the Eq. (10) sensitivity input
+    "t1": ("J", np.float64),  # t_iter on one GPU
+    "tk": ("J", np.float64),  # t_iter on K* GPUs in one region
 }
 _DYNAMIC = {
     "t": ("", np.float64),
@@ -127,49 +129,47 @@ def load(core: Core, e: int, scenario: Scenario, pred_iters: np.ndarray | None =
     core.gpu_kw[e] = cl.gpu.power_kw
     core.overhead[e] = scenario.stage_overhead
     core.n_jobs[e] = len(jobs)
-    for field in ("submit", "work", "iters", "pred_iters", "act", "e1_pred", "ideal_pred", "b_ref"):
-        getattr(core, field)[e] = 0.0
-    for i, job in enumerate(jobs):
-        p = profile(job, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps)
-        if job.min_gpus > cl.capacities.sum():
-            raise ValueError(
-                f"job {job.name!r}: min_gpus={job.min_gpus} exceeds the cluster's "
-                f"{int(cl.capacities.sum())} GPUs"
-            )
-        core.submit[e, i] = job.submit
-        core.work[e, i] = p.work
-        core.mb[e, i] = p.num_microbatches
-        core.iters[e, i] = p.iterations
-        core.act[e, i] = p.activation_gbit
-        core.kstar[e, i] = p.k_star
-        core.min_gpus[e, i] = job.min_gpus
-        core.b_ref[e, i] = p.b_j(p.k_star)
-    pred = core.iters[e, : len(jobs)] if pred_iters is None else np.asarray(pred_iters, float)
-    set_predictions(core, e, pred)
+    n = len(jobs)
+    profiles = [profile(j, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps) for j in jobs]
+    min_gpus = np.array([j.min_gpus for j in jobs], dtype=np.int64)
+    if n and min_gpus.max() > cl.capacities.sum():
+        bad = jobs[int(min_gpus.argmax())]
+        raise ValueError(
+            f"job {bad.name!r}: min_gpus={bad.min_gpus} exceeds the cluster's "
+            f"{int(cl.capacities.sum())} GPUs"
+        )
+    columns = {
+        "submit": [j.submit for j in jobs],
+        "work": [p.work for p in profiles],
+        "mb": [p.num_microbatches for p in profiles],
+        "iters": [p.iterations for p in profiles],
+        "act": [p.activation_gbit for p in profiles],
+        "kstar": [p.k_star for p in profiles],
+        "b_ref": [p.b_j(p.k_star) for p in profiles],
+        "t1": [p.e1 / p.iterations for p in profiles],
+        "tk": [p.ideal_duration / p.iterations for p in profiles],
+    }
+    for name, values in columns.items():
+        arr = getattr(core, name)
+        arr[e] = 0
+        arr[e, :n] = values
+    core.min_gpus[e] = 1
+    core.min_gpus[e, :n] = min_gpus
+    set_predictions(core, e, core.iters[e, :n].copy() if pred_iters is None else pred_iters)
     reset(core, e)
     return jobs
 
 
-def set_predictions(core: Core, e: int, pred_iters: np.ndarray) -> None:
+def set_predictions(core: Core, e: int, pred_iters) -> None:
     """Predicted iterations -> the predicted E_j(1) and E_j(K*) every policy and observation use."""
     n = int(core.n_jobs[e])
-    if pred_iters.shape != (n,) or not np.all(pred_iters > 0):
-        raise ValueError(f"pred_iters must be {n} positive values, got shape {pred_iters.shape}")
-    core.pred_iters[e, :n] = pred_iters
-    for i in range(n):
-        t1 = costmodel.single_region_iteration_time(
-            core.work[e, i], 1, core.act[e, i], core.intra[e], core.overhead[e], core.mb[e, i]
-        )
-        tk = costmodel.single_region_iteration_time(
-            core.work[e, i],
-            int(core.kstar[e, i]),
-            core.act[e, i],
-            core.intra[e],
-            core.overhead[e],
-            core.mb[e, i],
-        )
-        core.e1_pred[e, i] = pred_iters[i] * t1
-        core.ideal_pred[e, i] = pred_iters[i] * tk
+    pred = np.asarray(pred_iters, dtype=np.float64)
+    if pred.shape != (n,) or not np.all(pred > 0):
+        raise ValueError(f"pred_iters must be {n} positive values, got shape {pred.shape}")
+    core.pred_iters[e] = 0.0
+    core.pred_iters[e, :n] = pred
+    core.e1_pred[e] = core.pred_iters[e] * core.t1[e]
+    core.ideal_pred[e] = core.pred_iters[e] * core.tk[e]
 
 
 @_jit

@@ -111,8 +111,8 @@ def match_weighted_mean(p: np.ndarray, weights: np.ndarray, target: float) -> np
 def recurring_jobs(
     n: int,
     rng: np.random.Generator,
-    n_users: int = 25,
-    templates_per_user: int = 6,
+    n_users: int = 30,
+    templates_per_user: int = 4,
     early_end_rate: float = DEFAULT_EARLY_END_RATE,
     fate_concentration: float = 1.0,
     work_median: float = 4.0,
@@ -149,10 +149,7 @@ def recurring_jobs(
     ]
     t_dataset = rng.integers(0, len(DATASETS), n_t)
     t_task = rng.integers(0, len(TASKS), n_t)
-    # GPU requests are a user habit (each user uses 2 counts), not a property of the
-    # experiment, so sparse metadata (user, GPUs, name) only loosely identifies a template.
-    user_gpus = [2 ** rng.choice(7, 2, replace=False) for _ in range(n_users)]
-    t_gpus = np.array([user_gpus[u][rng.integers(0, 2)] for u in t_user])
+    t_gpus = 2 ** rng.integers(0, 7, n_t)
     t_stem = [NAME_STEMS[user_stems[u][rng.integers(0, 2)]] for u in t_user]
     t_work = work_median * np.exp(work_sigma * rng.standard_normal(n_t))
     t_p_early = _beta_mean(rng, early_end_rate, fate_concentration, n_t)
