@@ -15,7 +15,8 @@ SchedMate section 1 (C2) and section 3.1 (Scheduling Advisor), evaluated in sect
 
 Presets named after Fig. 12: ``schedmate`` (retrieval on full metadata, k=3 as in section
 4.3) and ``metadata-only`` (a Lucid-like estimator: sparse metadata, user, GPUs and name
-only, which records configured durations, i.e. assumes every job runs to completion).
+only, which records configured durations, i.e. assumes every job runs to completion, and
+averages over many loosely similar jobs).
 
 The retrieval kernels are numba functions on arrays so the simulator core calls the very
 same code; the classes are thin wrappers for standalone use. Predictors never see actual
@@ -328,8 +329,8 @@ class RetrievalPredictor(DurationPredictor):
 # recurring_jobs(4000, np.random.default_rng(2024)); the first 2000 jobs pre-fill the store
 # (warm-up history), the next 2000 are predicted online, each appended once predicted (it
 # finishes before the next one arrives). Share within 100 % relative error on that seed:
-# schedmate 0.860 (paper 0.857), metadata-only 0.278 (paper 0.277). Over seeds 0..5 the
-# spread is schedmate 0.82-0.88 and metadata-only 0.26-0.39 (mean 0.32): the template pool
+# schedmate 0.8595 (paper 0.857), metadata-only 0.2775 (paper 0.277). Over seeds 0..5 the
+# spread is schedmate 0.83-0.91 and metadata-only 0.26-0.40 (mean 0.34): the template pool
 # is itself random, and heavy-tailed means are noisy.
 #
 # schedmate: k=3 as in SchedMate section 4.3; threshold 0.8 accepts jobs sharing all but

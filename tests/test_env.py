@@ -1,0 +1,125 @@
+"""GeoPipeEnv: API conformance, reward identity, masked actions, determinism."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import geo_gym  # noqa: F401
+from geo_gym import sim
+from geo_gym.env import GeoPipeEnv
+from geo_gym.placement import FEASIBLE, NUM_RULES, VIOLATES_BANDWIDTH, VIOLATES_GPUS
+
+
+def rollout(env, seed, policy_seed=0, invalid_share=0.0):
+    rng = np.random.default_rng(policy_seed)
+    obs, info = env.reset(seed=seed)
+    trace = [obs]
+    rewards = []
+    while True:
+        if rng.random() < invalid_share:
+            a = int(rng.integers(env.action_space.n))
+        else:
+            a = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        obs, r, term, trunc, info = env.step(a)
+        trace.append(obs)
+        rewards.append(r)
+        if term:
+            return trace, rewards, info
+
+
+def test_check_env_gymnasium_and_sb3():
+    from stable_baselines3.common.env_checker import check_env as sb3_check
+
+    check_env(GeoPipeEnv("random", {"num_regions": 4}, window=4))
+    sb3_check(GeoPipeEnv("paper-default"), warn=False)
+
+
+def test_registered_make():
+    env = gym.make("geo_gym/GeoPipe-v0", scenario="paper-fig1", window=2)
+    obs, info = env.reset(seed=0)
+    assert obs.shape == env.observation_space.shape
+    assert info["action_mask"].dtype == np.bool_ and info["action_mask"].shape == (2 * NUM_RULES + 1,)
+
+
+@pytest.mark.parametrize("cost_weight", [0.0, 0.1, 2.0])
+def test_episode_return_is_affine_in_avg_jct_and_cost(cost_weight):
+    env = GeoPipeEnv("random", {"num_regions": 5}, cost_weight=cost_weight)
+    _, rewards, info = rollout(env, seed=3, invalid_share=0.2)
+    n = len(env.jobs)
+    expected = -(n * info["avg_jct_h"] + cost_weight * info["total_cost"]) / env._scale
+    assert sum(rewards) == pytest.approx(expected, rel=1e-9)
+    jobs = info["jobs"]
+    assert len(jobs) == n and np.mean([j["jct_h"] for j in jobs]) == pytest.approx(info["avg_jct_h"])
+    assert sum(j["cost"] for j in jobs) == pytest.approx(info["total_cost"])
+    assert info["makespan_h"] >= max(j["jct_h"] for j in jobs) - 1e-9
+
+
+def test_same_seed_same_trajectory():
+    a = rollout(GeoPipeEnv("random", {"num_regions": 4}), seed=11, policy_seed=5)
+    b = rollout(GeoPipeEnv("random", {"num_regions": 4}), seed=11, policy_seed=5)
+    assert all(np.array_equal(x, y) for x, y in zip(a[0], b[0], strict=True))
+    assert a[1] == b[1]
+    assert a[2]["avg_jct_h"] == b[2]["avg_jct_h"] and a[2]["total_cost"] == b[2]["total_cost"]
+    c = rollout(GeoPipeEnv("random", {"num_regions": 4}), seed=12, policy_seed=5)
+    assert c[2]["avg_jct_h"] != a[2]["avg_jct_h"]
+
+
+def test_masked_action_is_treated_as_wait():
+    env = GeoPipeEnv("random", {"num_regions": 4, "num_jobs": 10}, window=4)
+    twin = GeoPipeEnv("random", {"num_regions": 4, "num_jobs": 10}, window=4)
+    _, info = env.reset(seed=2)
+    twin.reset(seed=2)
+    first = int(np.flatnonzero(info["action_mask"])[0])
+    env.step(first)  # start something so events exist
+    *_, info = twin.step(first)
+    masked = np.flatnonzero(~info["action_mask"])
+    assert masked.size and info["action_mask"][env.wait_action]
+    o1, r1, _, _, i1 = env.step(int(masked[0]))
+    o2, r2, _, _, i2 = twin.step(env.wait_action)
+    assert i1["invalid_action"] and not i2["invalid_action"]
+    assert np.array_equal(o1, o2) and r1 == r2 and i1["time_h"] == i2["time_h"]
+
+
+def test_masked_action_without_events_changes_nothing():
+    env = GeoPipeEnv("paper-fig1", window=2)
+    obs, info = env.reset(seed=0)
+    assert not info["action_mask"][env.wait_action]  # nothing running, nothing to arrive
+    obs2, r, term, _, info2 = env.step(env.wait_action)
+    assert info2["invalid_action"] and r == 0.0 and not term
+    assert np.array_equal(obs, obs2)
+
+
+def test_observations_are_predictions_and_in_space():
+    env = GeoPipeEnv("paper-default")
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert env.decode_action(env.wait_action) is None
+    assert env.decode_action(NUM_RULES + 3) == (1, "lcf")
+
+
+def test_core_enforces_eq5_eq6_whoever_proposes():
+    env = GeoPipeEnv("paper-fig1", window=2)
+    env.reset(seed=0)
+    c = env.core
+    j = int(c.pend[0, 0])
+    k = c.free.shape[1]
+    too_many = np.zeros(k, np.int64)
+    too_many[0] = 5  # region A has 4 GPUs
+    assert sim.place(c, 0, j, np.array([0, -1, -1, -1]), 1, too_many) == VIOLATES_GPUS
+    # Qwen2.5-14B over the 200 Mbps B-D link: b_j > 0.2 Gbps
+    alloc = np.array([0, 3, 0, 1])
+    assert sim.place(c, 0, j, np.array([1, 3, -1, -1]), 2, alloc) == VIOLATES_BANDWIDTH
+    assert c.n_run[0] == 0 and c.free[0].tolist() == [4, 3, 2, 2]
+    ok = np.array([4, 0, 2, 0])
+    assert sim.place(c, 0, j, np.array([0, 2, -1, -1]), 2, ok) == FEASIBLE
+    assert c.free[0].tolist() == [0, 3, 0, 2] and c.resv[0, 0, 2] == c.resv[0, 2, 0] > 0
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="window"):
+        GeoPipeEnv(window=0)
+    with pytest.raises(ValueError, match="cost_weight"):
+        GeoPipeEnv(cost_weight=-1)
+    with pytest.raises(ValueError, match="known scenarios"):
+        GeoPipeEnv("nope")

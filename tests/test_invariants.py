@@ -1,0 +1,57 @@
+"""Randomised invariant checks: thousands of random (and invalid) actions over random worlds."""
+
+import numpy as np
+
+from geo_gym import sim
+from geo_gym.env import GeoPipeEnv
+
+
+def check_state(env):
+    c = env.core
+    n = int(c.n_jobs[0])
+    cap, free = c.cap[0], c.free[0]
+    running = [j for j in range(n) if c.status[0, j] == sim.RUNNING]
+    assert (free >= 0).all() and (free <= cap).all()
+    held = c.alloc[0, running].sum(axis=0) if running else np.zeros_like(free)
+    assert (held + free == cap).all()  # Eq. (5), and no GPU leaks
+    resv = np.zeros_like(c.resv[0])
+    for j in running:
+        p = c.path[0, j, : c.plen[0, j]]
+        for u, v in zip(p[:-1], p[1:], strict=True):
+            resv[u, v] += c.bj[0, j]
+            resv[v, u] += c.bj[0, j]
+    assert np.allclose(resv, c.resv[0], atol=1e-9)
+    assert (c.resv[0] <= c.bw[0] + 1e-6).all()  # Eq. (6)
+    assert c.n_pend[0] + len(running) + int(c.n_done[0]) == int(c.next_arr[0])
+    assert (c.cost[0] >= 0).all() and c.spent[0] >= 0
+
+
+def test_random_actions_keep_invariants():
+    steps = 0
+    for world in range(80):
+        env = GeoPipeEnv(
+            "random",
+            {"num_regions": 3 + world % 4, "mean_interarrival": [0.0, 600.0, 36000.0][world % 3]},
+            window=[1, 4, 8][world % 3],
+            cost_weight=0.05 * world,
+        )
+        rng = np.random.default_rng(world)
+        obs, info = env.reset(seed=world)
+        while True:
+            if rng.random() < 0.15:
+                a = int(rng.integers(env.action_space.n))
+            else:
+                a = int(rng.choice(np.flatnonzero(info["action_mask"])))
+            obs, r, term, trunc, info = env.step(a)
+            steps += 1
+            assert np.isfinite(obs).all() and env.observation_space.contains(obs)
+            assert np.isfinite(r) and r <= 0
+            check_state(env)
+            if term:
+                break
+        c = env.core
+        n = int(c.n_jobs[0])
+        assert (c.status[0, :n] == sim.DONE).all() and c.n_done[0] == n  # each ends once
+        assert (c.start[0, :n] >= c.submit[0, :n]).all() and (c.end[0, :n] > c.start[0, :n]).all()
+        assert len(info["jobs"]) == n
+    assert steps > 1000
