@@ -1,0 +1,51 @@
+"""Fixed policies (BACE-Pipe, its ablations, the paper's baselines) behind one registry.
+
+| name | queue order | placement |
+|---|---|---|
+| bace_pipe | priority, Eq. (9)-(12) | Pathfinder + Cost-Min (Alg. 1 + 2) |
+| bace_pipe_no_priority | FCFS | Pathfinder + Cost-Min |
+| bace_pipe_no_pathfinder | priority | CR-LDF path + Cost-Min |
+| bace_pipe_no_costmin | priority | Pathfinder, uniform allocation |
+| lcf / ldf / cr_lcf / cr_ldf | FCFS (as in the paper) | the named rule |
+| fcfs | FCFS | Pathfinder + Cost-Min |
+| sjf | shortest predicted duration E_j(K*) | Pathfinder + Cost-Min |
+| random | uniform over valid actions | (any option) |
+
+Every policy is capped at K* GPUs per job (paper IV-A): the rules never exceed it.
+"""
+
+from __future__ import annotations
+
+from baselines.policies import FixedPolicy, RandomPolicy
+
+_FIXED = {
+    "bace_pipe": ("priority", "pathfinder"),
+    "bace_pipe_no_priority": ("fcfs", "pathfinder"),
+    "bace_pipe_no_pathfinder": ("priority", "cr_ldf_cost_min"),
+    "bace_pipe_no_costmin": ("priority", "pathfinder_uniform"),
+    "lcf": ("fcfs", "lcf"),
+    "ldf": ("fcfs", "ldf"),
+    "cr_lcf": ("fcfs", "cr_lcf"),
+    "cr_ldf": ("fcfs", "cr_ldf"),
+    "fcfs": ("fcfs", "pathfinder"),
+    "sjf": ("sjf", "pathfinder"),
+}
+
+
+def names() -> list[str]:
+    return list(_FIXED) + ["random"]
+
+
+def make(name: str, **kwargs):
+    """A policy by name; ``random`` takes ``seed``."""
+    if name == "random":
+        return RandomPolicy(**kwargs)
+    if name not in _FIXED:
+        raise ValueError(f"unknown policy {name!r}; known policies: {names()}")
+    if kwargs:
+        raise ValueError(f"policy {name!r} takes no arguments, got {sorted(kwargs)}")
+    order, rule = _FIXED[name]
+    return FixedPolicy(name, order, rule)
+
+
+__all__ = ["FixedPolicy", "RandomPolicy", "make", "names"]

@@ -10,4 +10,13 @@ gym.register(
     vector_entry_point="geo_gym.vector:GeoPipeVectorEnv",
 )
 
-__all__ = ["Scenario", "make_scenario", "scenario_names"]
+
+
+def simulate(*args, **kwargs):
+    """``geo_gym.runner.simulate`` (imported lazily: it pulls in the env and numba kernels)."""
+    from geo_gym.runner import simulate as _simulate
+
+    return _simulate(*args, **kwargs)
+
+
+__all__ = ["Scenario", "make_scenario", "scenario_names", "simulate"]

@@ -1,0 +1,121 @@
+"""Fixed scheduling policies: a queue-order rule x a placement rule (paper III-B and IV-A).
+
+Each policy acts through the same call as an SB3 model, ``predict(obs) -> (actions, None)``,
+reading only the observation (the window's I_j, D_j and predicted durations, alpha, and which
+placement options are valid), and also exposes ``order_code`` / ``rule_code`` so that
+``geo_gym.simulate`` runs it on the compiled fast path. Both paths use
+``geo_gym.sim.order_candidates`` on the same float32 features, so they decide identically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from geo_gym import decision, sim
+from geo_gym.placement import NUM_RULES, RULE_NAMES
+
+
+def layout_from_obs_size(size: int) -> tuple[int, int]:
+    """(num_regions, window) of an observation vector: the smallest region count that fits.
+    Unique for up to 21 regions (4 K + 42 W is ambiguous only when K differs by 21)."""
+    per_slot = decision.NUM_SLOT + NUM_RULES * decision.NUM_OPTION
+    for k in range(1, 64):
+        rest = size - decision.NUM_GLOBAL - decision.NUM_REGION * k
+        if rest > 0 and rest % per_slot == 0:
+            return k, rest // per_slot
+    raise ValueError(f"observation of size {size} does not match the GeoPipe layout")
+
+
+class _ObsReader:
+    """Column indices of one observation layout, cached per size."""
+
+    _cache: dict[int, tuple] = {}
+
+    @classmethod
+    def get(cls, size: int):
+        if size not in cls._cache:
+            k, w = layout_from_obs_size(size)
+            feats, valid, alpha = decision.slot_feature_columns(w, k)
+            present = feats[:, 0] - 1
+            cls._cache[size] = (k, w, feats, valid, alpha, present)
+        return cls._cache[size]
+
+
+def _batch(obs) -> tuple[np.ndarray, bool]:
+    obs = np.asarray(obs, dtype=np.float32)
+    return (obs[None], True) if obs.ndim == 1 else (obs, False)
+
+
+@dataclass
+class FixedPolicy:
+    """``order``: "fcfs" | "sjf" | "priority" (BACE-Pipe Eq. 9-12); ``rule``: a
+    ``geo_gym.placement.RULE_NAMES`` entry."""
+
+    name: str
+    order: str
+    rule: str
+    order_code: int = field(init=False)
+    rule_code: int = field(init=False)
+
+    _ORDERS = {"fcfs": sim.ORDER_FCFS, "sjf": sim.ORDER_SJF, "priority": sim.ORDER_PRIORITY}
+
+    def __post_init__(self) -> None:
+        if self.order not in self._ORDERS:
+            raise ValueError(f"order must be one of {sorted(self._ORDERS)}, got {self.order!r}")
+        if self.rule not in RULE_NAMES:
+            raise ValueError(f"rule must be one of {list(RULE_NAMES)}, got {self.rule!r}")
+        self.order_code = self._ORDERS[self.order]
+        self.rule_code = RULE_NAMES.index(self.rule)
+
+    def _act(self, row: np.ndarray) -> int:
+        _, w, feats, valid, alpha, present = _ObsReader.get(row.shape[0])
+        n = int((row[present] > 0).sum())
+        if n:
+            order = sim.order_candidates(
+                self.order_code, row[feats[:n]], n, np.float32(row[alpha])
+            )
+            for s in order:
+                if row[valid[s, self.rule_code]] > 0:
+                    return int(s) * NUM_RULES + self.rule_code
+        return w * NUM_RULES  # nothing this policy can start: wait
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        obs, single = _batch(observation)
+        actions = np.array([self._act(row) for row in obs], dtype=np.int64)
+        return (actions[0] if single else actions), state
+
+    def __repr__(self) -> str:
+        return f"{self.name}(order={self.order}, rule={self.rule})"
+
+
+class RandomPolicy:
+    """Uniform over the valid actions, rebuilt from the observation: an option is valid when
+    its flag is set; waiting is valid when a job is running or yet to arrive."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0):
+        self.reset(seed)
+
+    def reset(self, seed: int | None = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    @staticmethod
+    def mask(row: np.ndarray) -> np.ndarray:
+        _, w, _, valid, _, _ = _ObsReader.get(row.shape[0])
+        m = np.zeros(w * NUM_RULES + 1, dtype=np.bool_)
+        m[: w * NUM_RULES] = row[valid.reshape(-1)] > 0
+        m[-1] = row[3] > 0 or row[4] > 0  # log1p(running), log1p(not yet submitted)
+        return m
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        obs, single = _batch(observation)
+        actions = np.array(
+            [self.rng.choice(np.flatnonzero(self.mask(row))) for row in obs], dtype=np.int64
+        )
+        return (actions[0] if single else actions), state
+
+    def __repr__(self) -> str:
+        return "random()"
