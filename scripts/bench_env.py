@@ -58,4 +58,4 @@ for n in args.num_envs:
     )
     sync = measure(sync_env, args.seconds)
     rows.append({"num_envs": n, "native_steps_per_s": native, "sync_steps_per_s": sync, "ratio": native / sync})
-print(pd.DataFrame(rows).round(1).to_markdown(index=False) if False else pd.DataFrame(rows).round(1).to_string(index=False))
+print(pd.DataFrame(rows).round(1).to_markdown(index=False))

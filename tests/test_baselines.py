@@ -89,3 +89,25 @@ def test_simulate_result_table():
     assert res.summary["avg_jct_h"] == pytest.approx(res.jobs["jct_h"].mean())
     assert res.summary["total_cost"] == pytest.approx(res.jobs["cost"].sum())
     assert (res.jobs["gpus"] <= 80).all()
+
+
+def test_benchmark_quick_runs(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--quick", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    for name in ("main", "bandwidth", "capacity", "jobs", "ablation"):
+        assert (tmp_path / f"{name}.csv").stat().st_size > 0
+        assert (tmp_path / f"{name}.png").stat().st_size > 0
+    import pandas as pd
+
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    bace = summary[summary.policy == "bace_pipe"]
+    assert (bace.norm_jct_mean == 1.0).all() and (bace.norm_cost_mean == 1.0).all()
+    assert (tmp_path / "summary.md").read_text().startswith("|")

@@ -1,0 +1,128 @@
+"""The paper's experiments (BACE-Pipe section IV) on the geo_gym cost model.
+
+    python scripts/benchmark.py --out docs/results            # full run
+    python scripts/benchmark.py --out /tmp/bench --quick      # smoke run (tests)
+
+Experiments (each over --seeds workload draws of `paper-default`, datasets drawn per seed):
+  main       Fig. 4: BACE-Pipe vs LDF, LCF, CR-LCF, CR-LDF
+  bandwidth  Fig. 5: inter-region bandwidth x0.3 / x0.9 / x1.5
+  capacity   Fig. 6: GPU capacity x0.5 / x0.75 / x1.25
+  jobs       Fig. 7: 8 / 12 / 16 / 20 / 24 jobs
+  ablation   Fig. 8: BACE-Pipe vs w/o Priority, w/o Pathfinder, w/o Cost-Min
+Average JCT and total cost are normalised to BACE-Pipe on the same seed; the tables give the
+mean and standard deviation over seeds. Writes <out>/<experiment>.csv (one row per run),
+<out>/summary.csv, <out>/summary.md and <out>/<experiment>.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+import baselines  # noqa: E402
+from geo_gym.runner import simulate  # noqa: E402
+
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--out", type=Path, default=Path("docs/results"))
+parser.add_argument("--seeds", type=int, default=20, help="workload draws per setting")
+parser.add_argument("--quick", action="store_true", help="2 seeds, fewer settings: a smoke run")
+args = parser.parse_args()
+
+MAIN = ["bace_pipe", "ldf", "lcf", "cr_lcf", "cr_ldf"]
+ABLATION = ["bace_pipe", "bace_pipe_no_priority", "bace_pipe_no_pathfinder", "bace_pipe_no_costmin"]
+EXPERIMENTS = {  # name: (knob, values, policies)
+    "main": (None, [None], MAIN),
+    "bandwidth": ("bandwidth_scale", [0.3, 0.9, 1.5], MAIN),
+    "capacity": ("capacity_scale", [0.5, 0.75, 1.25], MAIN),
+    "jobs": ("num_jobs", [8, 12, 16, 20, 24], MAIN),
+    "ablation": (None, [None], ABLATION),
+}
+if args.quick:
+    args.seeds = 2
+    EXPERIMENTS = {name: (k, v[:2], p) for name, (k, v, p) in EXPERIMENTS.items()}
+
+
+def run_experiment(name: str, knob, values, policies) -> pd.DataFrame:
+    rows = []
+    jobs = [(v, s, p) for v in values for s in range(args.seeds) for p in policies]
+    for value, seed, pol in tqdm(jobs, desc=name, leave=False):
+        kwargs = {} if knob is None else {knob: value}
+        res = simulate("paper-default", baselines.make(pol), seed=seed, scenario_kwargs=kwargs)
+        rows.append(
+            {
+                "experiment": name,
+                "setting": "default" if knob is None else f"{knob}={value}",
+                "value": value,
+                "seed": seed,
+                "policy": pol,
+                **{k: res.summary[k] for k in ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h")},
+            }
+        )
+    df = pd.DataFrame(rows)
+    ref = df[df.policy == "bace_pipe"].set_index(["setting", "seed"])
+    key = pd.MultiIndex.from_frame(df[["setting", "seed"]])
+    df["norm_jct"] = df["avg_jct_h"].to_numpy() / ref.loc[key, "avg_jct_h"].to_numpy()
+    df["norm_cost"] = df["total_cost"].to_numpy() / ref.loc[key, "total_cost"].to_numpy()
+    return df
+
+
+def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    g = df.groupby(["experiment", "setting", "policy"], sort=False)
+    out = g.agg(
+        norm_jct_mean=("norm_jct", "mean"),
+        norm_jct_std=("norm_jct", "std"),
+        norm_cost_mean=("norm_cost", "mean"),
+        norm_cost_std=("norm_cost", "std"),
+        avg_jct_h=("avg_jct_h", "mean"),
+        total_cost=("total_cost", "mean"),
+        seeds=("seed", "count"),
+    )
+    return out.reset_index()
+
+
+def plot(name: str, summary: pd.DataFrame, knob, path: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    for ax, metric, label in zip(axes, ["norm_jct", "norm_cost"], ["Avg. JCT", "Total Cost"], strict=True):
+        s = summary[summary.experiment == name]
+        if knob is None:
+            ax.bar(s.policy, s[f"{metric}_mean"], yerr=s[f"{metric}_std"], capsize=3, color="#4c72b0")
+            ax.tick_params(axis="x", rotation=30)
+        else:
+            for pol, grp in s.groupby("policy", sort=False):
+                x = [str(v).split("=")[1] for v in grp.setting]
+                ax.errorbar(x, grp[f"{metric}_mean"], yerr=grp[f"{metric}_std"], marker="o", capsize=3, label=pol)
+            ax.set_xlabel(knob)
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_ylabel(f"Normalized {label}")
+    if knob is not None:
+        axes[0].legend(fontsize=7)
+    fig.suptitle(f"{name} (normalised to BACE-Pipe, mean +- std over seeds)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def main() -> None:
+    args.out.mkdir(parents=True, exist_ok=True)
+    summaries = []
+    for name, (knob, values, policies) in tqdm(EXPERIMENTS.items(), desc="experiments"):
+        df = run_experiment(name, knob, values, policies)
+        df.to_csv(args.out / f"{name}.csv", index=False)
+        summ = summarise(df)
+        summaries.append(summ)
+        plot(name, summ, knob, args.out / f"{name}.png")
+    summary = pd.concat(summaries, ignore_index=True)
+    summary.to_csv(args.out / "summary.csv", index=False)
+    (args.out / "summary.md").write_text(summary.round(3).to_markdown(index=False) + "\n")
+    print(summary.round(3).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
