@@ -1,0 +1,39 @@
+"""Feature extractor for GeoPipe observations: one encoder shared by every queue slot.
+
+The observation is [global | regions | slot_0 | ... | slot_{W-1}] (layout in geo_gym/env.py).
+Each slot block (job features + its placement options) goes through the same MLP, so what the
+network learns about "a job with these options" does not depend on which slot it sits in;
+the global and region parts go through their own MLP. The output concatenates the context
+embedding with every slot embedding (slot order kept, so the action head can address slots).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
+
+from baselines.policies import layout_from_obs_size
+from geo_gym import decision
+
+
+class SlotEncoder(BaseFeaturesExtractor):
+    def __init__(self, observation_space: gym.spaces.Box, slot_dim: int = 32, context_dim: int = 64):
+        size = int(observation_space.shape[0])
+        num_regions, window = layout_from_obs_size(size)
+        self.context_size = decision.NUM_GLOBAL + decision.NUM_REGION * num_regions
+        self.window = window
+        self.slot_size = (size - self.context_size) // window
+        super().__init__(observation_space, context_dim + window * slot_dim)
+        self.context = nn.Sequential(nn.Linear(self.context_size, context_dim), nn.ReLU())
+        self.slot = nn.Sequential(
+            nn.Linear(self.slot_size + context_dim, slot_dim), nn.ReLU(), nn.Linear(slot_dim, slot_dim), nn.ReLU()
+        )
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        ctx = self.context(obs[:, : self.context_size])
+        slots = obs[:, self.context_size :].reshape(obs.shape[0], self.window, self.slot_size)
+        ctx_rep = ctx.unsqueeze(1).expand(-1, self.window, -1)
+        emb = self.slot(torch.cat([slots, ctx_rep], dim=-1))
+        return torch.cat([ctx, emb.flatten(1)], dim=1)

@@ -1,0 +1,42 @@
+"""A trained SB3 model as a scheduler with the fixed policies' call, ``predict(obs)``.
+
+The valid actions are rebuilt from the observation (``baselines.RandomPolicy.mask``), and the
+model's action distribution is restricted to them, for PPO and MaskablePPO alike. Without this a
+deterministic unmasked policy could repeat an invalid action at an instant with no pending event
+(a no-op) forever.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from baselines.policies import RandomPolicy
+
+
+class AgentPolicy:
+    def __init__(self, model, name: str = "agent"):
+        self.model = model
+        self.name = name
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        obs = np.asarray(observation, dtype=np.float32)
+        single = obs.ndim == 1
+        batch = obs[None] if single else obs
+        masks = np.stack([RandomPolicy.mask(row) for row in batch])
+        with torch.no_grad():
+            tensor, _ = self.model.policy.obs_to_tensor(batch)
+            dist = self.model.policy.get_distribution(tensor).distribution
+            logits = dist.logits.cpu().numpy()
+        logits = np.where(masks, logits, -np.inf)
+        if deterministic:
+            actions = logits.argmax(axis=1)
+        else:
+            p = np.exp(logits - logits.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            rng = np.random.default_rng()
+            actions = np.array([rng.choice(len(row), p=row) for row in p])
+        return (int(actions[0]) if single else actions), state
+
+    def __repr__(self) -> str:
+        return f"{self.name}({type(self.model).__name__})"

@@ -1,0 +1,91 @@
+"""Train a PPO scheduler on GeoPipe and compare it with BACE-Pipe and the other baselines.
+
+    python scripts/train_ppo.py                      # defaults: a few minutes on 2 CPU cores
+    python scripts/train_ppo.py --timesteps 500000 --name long
+    python scripts/train_ppo.py --name long --resume  # continue from runs/long/last.zip
+
+Writes runs/<name>/: TensorBoard logs (tb/), the latest checkpoint (last.zip, every
+--checkpoint-every steps), eval.csv (agent vs BACE-Pipe during training) and comparison.csv
+(the final table on held-out seeds, which training never sees: seeds >= 1_000_000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import baselines
+from agents.evaluation import comparison_table, evaluate
+from agents.policy import AgentPolicy
+from agents.training import CheckpointLast, CompareToBaceCallback, load_model, make_model, make_vec_env
+
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--name", default="default", help="run folder under runs/")
+parser.add_argument("--scenario", default="paper-default")
+parser.add_argument("--scenario-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
+parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo")
+parser.add_argument("--timesteps", type=int, default=100_000)
+parser.add_argument("--num-envs", type=int, default=16)
+parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--cost-weight", type=float, default=0.1, help="hours of JCT per dollar in the reward")
+parser.add_argument("--window", type=int, default=8)
+parser.add_argument("--n-steps", type=int, default=128, help="rollout length per env")
+parser.add_argument("--eval-every", type=int, default=20_000)
+parser.add_argument("--eval-seeds", type=int, default=10, help="held-out workloads during training")
+parser.add_argument("--final-seeds", type=int, default=30, help="held-out workloads for the final table")
+parser.add_argument("--checkpoint-every", type=int, default=10_000)
+parser.add_argument("--resume", action="store_true", help="continue from runs/<name>/last.zip")
+parser.add_argument("--no-progress", action="store_true")
+args = parser.parse_args()
+
+HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with args.seed + i
+
+
+def main() -> None:
+    run = Path("runs") / args.name
+    run.mkdir(parents=True, exist_ok=True)
+    env_kwargs = {"window": args.window, "cost_weight": args.cost_weight}
+    env = make_vec_env(args.num_envs, args.scenario, args.scenario_kwargs, seed=args.seed, **env_kwargs)
+    last = run / "last.zip"
+    if args.resume:
+        if not last.exists():
+            raise SystemExit(f"--resume: no checkpoint at {last}")
+        model = load_model(args.algo, last, env=env)
+    else:
+        model = make_model(
+            args.algo, env, args.seed, str(run / "tb"), n_steps=args.n_steps, batch_size=256,
+            learning_rate=3e-4, ent_coef=0.01, gamma=1.0, gae_lambda=0.95,
+        )
+    eval_seeds = range(HELD_OUT, HELD_OUT + args.eval_seeds)
+    compare = CompareToBaceCallback(args.eval_every, args.scenario, eval_seeds, args.scenario_kwargs, env_kwargs)
+    remaining = max(0, args.timesteps - model.num_timesteps)
+    start = time.time()
+    model.learn(
+        remaining,
+        callback=[CheckpointLast(last, args.checkpoint_every), compare],
+        reset_num_timesteps=not args.resume,
+        progress_bar=not args.no_progress,
+        tb_log_name="ppo",
+    )
+    train_s = time.time() - start
+    if compare.history:
+        history = pd.DataFrame(compare.history)
+        path = run / "eval.csv"
+        if args.resume and path.exists():
+            history = pd.concat([pd.read_csv(path), history], ignore_index=True)
+        history.to_csv(path, index=False)
+    policies = {"agent": AgentPolicy(model)}
+    policies.update({n: baselines.make(n) for n in baselines.names()})
+    final_seeds = range(HELD_OUT + 10_000, HELD_OUT + 10_000 + args.final_seeds)
+    table = comparison_table(evaluate(policies, args.scenario, final_seeds, args.scenario_kwargs, env_kwargs))
+    table.to_csv(run / "comparison.csv")
+    print(f"\ntrained {model.num_timesteps} steps in {train_s:.0f} s; held-out seeds {final_seeds.start}..{final_seeds.stop - 1}")
+    print(table.round(3).to_markdown())
+
+
+if __name__ == "__main__":
+    main()
