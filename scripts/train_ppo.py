@@ -21,7 +21,13 @@ import pandas as pd
 import baselines
 from agents.evaluation import comparison_table, evaluate
 from agents.policy import AgentPolicy
-from agents.training import CheckpointLast, CompareToBaceCallback, load_model, make_model, make_vec_env
+from agents.training import (
+    CheckpointLast,
+    CompareToBaceCallback,
+    load_model,
+    make_model,
+    make_vec_env,
+)
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--name", default="default", help="run folder under runs/")
