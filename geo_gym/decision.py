@@ -24,10 +24,12 @@ from geo_gym.sim import (
     advance,
     candidate_features,
     done,
+    fill_tc,
     job_placement,
     next_event_time,
     place,
     residual_bandwidth,
+    scratch,
 )
 
 _jit = numba.njit(cache=True)
@@ -80,12 +82,14 @@ def _compute_options(c, o, e):
     candidate_features(c, e, n, o.feats[e])
     eff = np.empty((k, k))
     residual_bandwidth(c, e, eff)
+    tc, ws = scratch(c, e)
     any_valid = False
     for s in range(n):
         j = c.pend[e, s]
         o.win[e, s] = j
+        fill_tc(c, e, j, tc)
         for r in range(NUM_RULES):
-            g, plen = job_placement(c, e, j, r, eff, o.path[e, s, r], o.alloc[e, s, r])
+            g, plen = job_placement(c, e, j, r, eff, tc, ws, o.path[e, s, r], o.alloc[e, s, r])
             o.g[e, s, r] = g
             o.plen[e, s, r] = plen
             if g > 0:

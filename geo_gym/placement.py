@@ -65,15 +65,16 @@ class Placement:
 
 
 @_jit
-def _cost_min_kernel(path, path_len, g, free, prices, out_alloc):
+def _cost_min_kernel(path, path_len, g, free, prices, out_alloc, order):
     """Alg. 2 lines 1-10: one GPU per path region, then the surplus to the cheapest regions.
 
-    Regions are sorted by price, ties kept in path order (a stable sort)."""
+    Regions are sorted by price, ties kept in path order (a stable sort); ``order`` is scratch
+    space of at least path_len entries."""
     out_alloc[:] = 0
     for i in range(path_len):
         out_alloc[path[i]] = 1
+        order[i] = path[i]
     g_rem = g - path_len
-    order = path[:path_len].copy()
     for i in range(1, path_len):  # insertion sort: stable, and paths are a few regions long
         x = order[i]
         j = i - 1
@@ -125,9 +126,9 @@ def _fill_kernel(path, path_len, g, free, out_alloc):
 
 
 @_jit
-def _allocate(kind, path, path_len, g, free, prices, out_alloc):
+def _allocate(kind, path, path_len, g, free, prices, out_alloc, order):
     if kind == ALLOC_COST_MIN:
-        return _cost_min_kernel(path, path_len, g, free, prices, out_alloc)
+        return _cost_min_kernel(path, path_len, g, free, prices, out_alloc, order)
     if kind == ALLOC_UNIFORM:
         return _uniform_kernel(path, path_len, g, free, out_alloc)
     return _fill_kernel(path, path_len, g, free, out_alloc)
@@ -149,7 +150,7 @@ def _best_neighbour(bw, v, free, in_path):
 
 
 @_jit
-def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc):
+def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws):
     """Alg. 1 exactly as printed, with free GPUs in place of G_r.
 
     Phase 1: the cheapest region with >= K* free GPUs gets all K*. Phase 2: from every start
@@ -157,6 +158,7 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
     the path from its tail over the highest-bandwidth link to a region with free GPUs; stop at
     the first neighbour with activation / bottleneck > t_comp(g'). Keep the path with the most
     GPUs, then the lowest average price; an earlier start region wins a full tie.
+    ``ws`` is (4, K) int64 scratch space, so the kernel allocates nothing.
     """
     k = free.shape[0]
     out_path[:] = -1
@@ -174,15 +176,15 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
     g_max = 0
     c_min = np.inf
     best_len = 0
-    path = np.empty(k, dtype=np.int64)
-    alloc = np.zeros(k, dtype=np.int64)
-    in_path = np.zeros(k, dtype=np.bool_)
+    path = ws[0]
+    alloc = ws[1]
+    in_path = ws[2]
     for rs in range(k):
         if free[rs] <= 0:
             continue
-        in_path[:] = False
+        in_path[:] = 0
         path[0] = rs
-        in_path[rs] = True
+        in_path[rs] = 1
         n = 1
         v = rs
         g = free[rs]
@@ -195,14 +197,14 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
             g_new = min(g + free[u], k_star)
             if b_tmp > 0 and activation / b_tmp <= tc[g_new]:  # line 13
                 path[n] = u
-                in_path[u] = True
+                in_path[u] = 1
                 n += 1
                 v = u
                 b_min = b_tmp
                 g = g_new
             else:
                 break
-        placed = _allocate(allocator, path, n, g, free, prices, alloc)
+        placed = _allocate(allocator, path, n, g, free, prices, alloc, ws[3])
         c_avg = 0.0
         for i in range(n):
             c_avg += alloc[path[i]] * prices[path[i]]
@@ -245,14 +247,21 @@ def _single_region_kernel(free, prices, k_star, cheapest, out_path, out_alloc):
 
 
 @_jit
-def _cr_lcf_kernel(free, prices, bw, k_star, activation, tc, out_path, out_alloc):
+def _cr_lcf_kernel(free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws):
     """CR-LCF: aggregate regions in ascending price order until K* GPUs. A region whose link
     from the current tail cannot carry b_j = A / t_comp(g') (Eq. 6, all links of the path
     checked through the bottleneck) is skipped and the next cheapest is tried."""
     k = free.shape[0]
     out_path[:] = -1
     out_alloc[:] = 0
-    order = np.argsort(prices, kind="mergesort")
+    order = ws[3]
+    for i in range(k):  # regions by ascending price, ties to the lower index (stable)
+        x = i
+        j = i - 1
+        while j >= 0 and prices[order[j]] > prices[x]:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = x
     n = 0
     g = 0
     b_min = np.inf
@@ -280,7 +289,7 @@ def _cr_lcf_kernel(free, prices, bw, k_star, activation, tc, out_path, out_alloc
 
 
 @_jit
-def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path):
+def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, in_path):
     """CR-LDF's path: start at the region with the most free GPUs, then greedily append the
     tail's highest-bandwidth neighbour with free GPUs while the bottleneck still carries
     b_j = A / t_comp(g'); the first neighbour that cannot ends the path. Returns (g, length)."""
@@ -292,9 +301,9 @@ def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path):
             start = r
     if start < 0:
         return 0, 0
-    in_path = np.zeros(k, dtype=np.bool_)
+    in_path[:] = 0
     out_path[0] = start
-    in_path[start] = True
+    in_path[start] = 1
     n = 1
     g = min(free[start], k_star)
     v = start
@@ -307,7 +316,7 @@ def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path):
         g_new = min(g + free[u], k_star)
         if b_tmp > 0 and activation / b_tmp <= tc[g_new]:
             out_path[n] = u
-            in_path[u] = True
+            in_path[u] = 1
             n += 1
             v = u
             g = g_new
@@ -318,13 +327,13 @@ def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path):
 
 
 @_jit
-def _cr_ldf_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc):
+def _cr_ldf_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws):
     """CR-LDF (allocator=fill) and BACE-Pipe w/o Pathfinder (CR-LDF's path, Cost-Min)."""
-    g, n = _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path)
+    g, n = _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, ws[2])
     if n == 0:
         out_alloc[:] = 0
         return 0, 0
-    placed = _allocate(allocator, out_path, n, g, free, prices, out_alloc)
+    placed = _allocate(allocator, out_path, n, g, free, prices, out_alloc, ws[3])
     return placed, n
 
 
@@ -365,28 +374,29 @@ def rule_target(rule, k_star):
 
 
 @_jit
-def apply_rule(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc):
-    """Dispatch a rule id to its kernel. ``tc`` must cover L = 0..k_star."""
+def apply_rule(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws):
+    """Dispatch a rule id to its kernel. ``tc`` must cover L = 0..k_star; ``ws`` is (4, K)
+    int64 scratch space."""
     target = rule_target(rule, k_star)
     if rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER:
         return _pathfinder_kernel(
-            free, prices, bw, target, activation, tc, ALLOC_COST_MIN, out_path, out_alloc
+            free, prices, bw, target, activation, tc, ALLOC_COST_MIN, out_path, out_alloc, ws
         )
     if rule == RULE_PATHFINDER_UNIFORM:
         return _pathfinder_kernel(
-            free, prices, bw, target, activation, tc, ALLOC_UNIFORM, out_path, out_alloc
+            free, prices, bw, target, activation, tc, ALLOC_UNIFORM, out_path, out_alloc, ws
         )
     if rule == RULE_CR_LDF_COST_MIN:
         return _cr_ldf_kernel(
-            free, prices, bw, target, activation, tc, ALLOC_COST_MIN, out_path, out_alloc
+            free, prices, bw, target, activation, tc, ALLOC_COST_MIN, out_path, out_alloc, ws
         )
     if rule == RULE_LCF:
         return _single_region_kernel(free, prices, target, True, out_path, out_alloc)
     if rule == RULE_LDF:
         return _single_region_kernel(free, prices, target, False, out_path, out_alloc)
     if rule == RULE_CR_LCF:
-        return _cr_lcf_kernel(free, prices, bw, target, activation, tc, out_path, out_alloc)
-    return _cr_ldf_kernel(free, prices, bw, target, activation, tc, ALLOC_FILL, out_path, out_alloc)
+        return _cr_lcf_kernel(free, prices, bw, target, activation, tc, out_path, out_alloc, ws)
+    return _cr_ldf_kernel(free, prices, bw, target, activation, tc, ALLOC_FILL, out_path, out_alloc, ws)
 
 
 # --------------------------------------------------------------------------- Eq. (5)/(6)
@@ -471,10 +481,11 @@ def _result(g: int, n: int, out_path: np.ndarray, out_alloc: np.ndarray) -> Plac
     return Placement(path=path, gpus=tuple(int(out_alloc[r]) for r in path))
 
 
-def _run(rule_kernel, free, *args) -> Placement | None:
+def _run(rule_kernel, free, *args, scratch: bool = True) -> Placement | None:
     out_path = np.full(free.shape[0], -1, dtype=np.int64)
     out_alloc = np.zeros(free.shape[0], dtype=np.int64)
-    g, n = rule_kernel(*args, out_path, out_alloc)
+    extra = (np.zeros((4, free.shape[0]), dtype=np.int64),) if scratch else ()
+    g, n = rule_kernel(*args, out_path, out_alloc, *extra)
     return _result(g, n, out_path, out_alloc)
 
 
@@ -534,7 +545,8 @@ def cost_min_allocate(
     if (free[p] < 1).any() or free[p].sum() < g:
         raise ValueError(f"path {list(path)} cannot hold g={g} GPUs with free={free.tolist()}")
     alloc = np.zeros(free.shape[0], dtype=np.int64)
-    _cost_min_kernel(p, len(p), int(g), free, _as_prices(prices, free.shape[0]), alloc)
+    order = np.zeros(len(p), dtype=np.int64)
+    _cost_min_kernel(p, len(p), int(g), free, _as_prices(prices, free.shape[0]), alloc, order)
     return {int(r): int(alloc[r]) for r in p}
 
 
@@ -553,7 +565,13 @@ def lcf(free_gpus: Sequence[int], prices: Sequence[float], k_star: int) -> Place
     """Lowest-Cost-First: all of the job in the cheapest region with a free GPU."""
     free = _as_free(free_gpus)
     return _run(
-        _single_region_kernel, free, free, _as_prices(prices, free.shape[0]), int(k_star), True
+        _single_region_kernel,
+        free,
+        free,
+        _as_prices(prices, free.shape[0]),
+        int(k_star),
+        True,
+        scratch=False,
     )
 
 
@@ -561,7 +579,7 @@ def ldf(free_gpus: Sequence[int], k_star: int) -> Placement | None:
     """Lowest-Delay-First: all of the job in the region with the most free GPUs."""
     free = _as_free(free_gpus)
     prices = np.zeros(free.shape[0])
-    return _run(_single_region_kernel, free, free, prices, int(k_star), False)
+    return _run(_single_region_kernel, free, free, prices, int(k_star), False, scratch=False)
 
 
 def cr_lcf(

@@ -26,7 +26,7 @@ import numpy as np
 
 from geo_gym import costmodel
 from geo_gym.costmodel import alpha_nb, min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
-from geo_gym.placement import FEASIBLE, apply_rule, check_kernel, rule_target
+from geo_gym.placement import FEASIBLE, apply_rule, check_kernel
 from geo_gym.scenarios import Scenario
 from geo_gym.workload import profile
 
@@ -275,16 +275,29 @@ def residual_bandwidth(c, e, out):
 
 
 @_jit
-def job_placement(c, e, j, rule, eff, out_path, out_alloc):
-    """Apply placement rule ``rule`` to pending job j on the current state; (0, 0) if the rule
-    finds nothing or fewer than the job's min_gpus."""
-    target = rule_target(rule, c.kstar[e, j])
-    tc = np.empty(target + 1)
+def scratch(c, e):
+    """Work space for ``job_placement``: a t_comp table long enough for any job of env e, and
+    the placement kernels' (4, K) scratch rows, so that no kernel allocates per call."""
+    tc = np.empty(c.kstar[e].max() + 1)
+    ws = np.empty((4, c.free.shape[1]), dtype=np.int64)
+    return tc, ws
+
+
+@_jit
+def fill_tc(c, e, j, tc):
+    """tc[L] = t_comp(L) of job j for L = 1..K* (Table I); tc[0] is unused."""
     tc[0] = np.inf
-    for L in range(1, target + 1):
+    for L in range(1, c.kstar[e, j] + 1):
         tc[L] = t_comp_nb(c.work[e, j], L, c.overhead[e])
+
+
+@_jit
+def job_placement(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+    """Apply placement rule ``rule`` to pending job j on the current state; (0, 0) if the rule
+    finds nothing or fewer than the job's min_gpus. ``tc`` holds job j's t_comp table
+    (``fill_tc``), ``eff`` the residual bandwidth (``residual_bandwidth``)."""
     g, n = apply_rule(
-        rule, c.free[e], c.price[e], eff, c.kstar[e, j], c.act[e, j], tc, out_path, out_alloc
+        rule, c.free[e], c.price[e], eff, c.kstar[e, j], c.act[e, j], tc, out_path, out_alloc, ws
     )
     if g < c.min_gpus[e, j]:
         return 0, 0
@@ -397,9 +410,11 @@ def decide(c, e, order, rule, window, feats, eff, out_path, out_alloc):
     alpha32 = np.float32(alpha_nb(c.resv[e], c.bw[e]))
     residual_bandwidth(c, e, eff)
     idx = order_candidates(order, feats, n, alpha32)
+    tc, ws = scratch(c, e)
     for m in range(n):
         j = c.pend[e, idx[m]]
-        g, plen = job_placement(c, e, j, rule, eff, out_path, out_alloc)
+        fill_tc(c, e, j, tc)
+        g, plen = job_placement(c, e, j, rule, eff, tc, ws, out_path, out_alloc)
         if g > 0:
             code = place(c, e, j, out_path, plen, out_alloc)
             if code == FEASIBLE:
