@@ -9,6 +9,7 @@ Both run uniformly random valid actions (drawn from the action mask) for N in
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import gymnasium as gym
@@ -21,6 +22,7 @@ from geo_gym.vector import GeoPipeVectorEnv
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--scenario", default="paper-default")
+parser.add_argument("--scenario-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"num_regions": 6}\'')
 parser.add_argument("--seconds", type=float, default=3.0, help="wall time per measurement")
 parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 16, 64, 256])
 args = parser.parse_args()
@@ -51,9 +53,9 @@ def measure(env, seconds: float) -> float:
 
 rows = []
 for n in args.num_envs:
-    native = measure(GeoPipeVectorEnv(n, args.scenario), args.seconds)
+    native = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs), args.seconds)
     sync_env = gym.vector.SyncVectorEnv(
-        [lambda: GeoPipeEnv(args.scenario) for _ in range(n)],
+        [lambda: GeoPipeEnv(args.scenario, args.scenario_kwargs) for _ in range(n)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     sync = measure(sync_env, args.seconds)
