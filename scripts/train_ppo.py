@@ -6,7 +6,8 @@
 
 Writes runs/<name>/: TensorBoard logs (tb/), the latest checkpoint (last.zip, every
 --checkpoint-every steps), eval.csv (agent vs BACE-Pipe during training) and comparison.csv
-(the final table on held-out seeds, which training never sees: seeds >= 1_000_000).
+(the final table on held-out seeds, which training never sees: seeds >= 1_000_000)
+and curve.png (the eval.csv curves).
 """
 
 from __future__ import annotations
@@ -51,6 +52,25 @@ args = parser.parse_args()
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with args.seed + i
 
 
+def plot_curve(history: pd.DataFrame, path: Path) -> None:
+    """Agent vs BACE-Pipe on the held-out evaluation seeds over training."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    for ax, key, label in zip(axes, ["avg_jct_h", "total_cost"], ["avg JCT (h)", "total cost ($)"], strict=True):
+        ax.plot(history.timesteps, history[f"agent_{key}"], marker="o", label="agent")
+        ax.plot(history.timesteps, history[f"bace_{key}"], ls="--", label="BACE-Pipe")
+        ax.set_xlabel("timesteps")
+        ax.set_ylabel(label)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def main() -> None:
     run = Path("runs") / args.name
     run.mkdir(parents=True, exist_ok=True)
@@ -84,6 +104,7 @@ def main() -> None:
         if args.resume and path.exists():
             history = pd.concat([pd.read_csv(path), history], ignore_index=True)
         history.to_csv(path, index=False)
+        plot_curve(history, run / "curve.png")
     policies = {"agent": AgentPolicy(model)}
     policies.update({n: baselines.make(n) for n in baselines.names()})
     final_seeds = range(HELD_OUT + 10_000, HELD_OUT + 10_000 + args.final_seeds)
