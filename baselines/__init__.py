@@ -9,6 +9,7 @@
 | lcf / ldf / cr_lcf / cr_ldf | FCFS (as in the paper) | the named rule |
 | fcfs | FCFS | Pathfinder + Cost-Min |
 | sjf | shortest predicted duration E_j(K*) | Pathfinder + Cost-Min |
+| schedmate_sjf | SJF on SchedMate retrieval predictions, failure handler on | Pathfinder + Cost-Min |
 | random | uniform over valid actions | (any option) |
 
 Every policy is capped at K* GPUs per job (paper IV-A): the rules never exceed it.
@@ -32,14 +33,21 @@ _FIXED = {
 }
 
 
+# SchedMate's standalone scheduler (section 4.3): SJF whose durations come from the Scheduling
+# Advisor, with the Failure Handler restarting recognised infrastructure failures.
+_SCHEDMATE = {"predictor": "schedmate", "handler": True}
+
+
 def names() -> list[str]:
-    return list(_FIXED) + ["random"]
+    return list(_FIXED) + ["schedmate_sjf", "random"]
 
 
 def make(name: str, **kwargs):
     """A policy by name; ``random`` takes ``seed``."""
     if name == "random":
         return RandomPolicy(**kwargs)
+    if name == "schedmate_sjf" and not kwargs:
+        return FixedPolicy(name, "sjf", "pathfinder", uncertainty=dict(_SCHEDMATE))
     if name not in _FIXED:
         raise ValueError(f"unknown policy {name!r}; known policies: {names()}")
     if kwargs:

@@ -51,11 +51,14 @@ def _batch(obs) -> tuple[np.ndarray, bool]:
 @dataclass
 class FixedPolicy:
     """``order``: "fcfs" | "sjf" | "priority" (BACE-Pipe Eq. 9-12); ``rule``: a
-    ``geo_gym.placement.RULE_NAMES`` entry."""
+    ``geo_gym.placement.RULE_NAMES`` entry; ``uncertainty``: UncertaintyConfig fields the
+    policy brings with it (SchedMate's predictor and failure handler are part of the
+    scheduler, not of the world), applied by ``geo_gym.simulate``."""
 
     name: str
     order: str
     rule: str
+    uncertainty: dict | None = None
     order_code: int = field(init=False)
     rule_code: int = field(init=False)
 
@@ -92,7 +95,7 @@ class FixedPolicy:
 
 class RandomPolicy:
     """Uniform over the valid actions, rebuilt from the observation: an option is valid when
-    its flag is set; waiting is valid when a job is running or yet to arrive."""
+    its flag is set; waiting is valid when the observation's wait flag is set."""
 
     name = "random"
 
@@ -107,7 +110,7 @@ class RandomPolicy:
         _, w, _, valid, _, _ = _ObsReader.get(row.shape[0])
         m = np.zeros(w * NUM_RULES + 1, dtype=np.bool_)
         m[: w * NUM_RULES] = row[valid.reshape(-1)] > 0
-        m[-1] = row[3] > 0 or row[4] > 0  # log1p(running), log1p(not yet submitted)
+        m[-1] = row[4] > 0  # the "waiting is possible" flag
         return m
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True):

@@ -28,15 +28,17 @@ from geo_gym.sim import (
     job_placement,
     next_event_time,
     place,
+    remaining_pred,
     residual_bandwidth,
     scratch,
+    tracked_remaining_h,
 )
 
 _jit = numba.njit(cache=True)
 
-NUM_GLOBAL = 7
+NUM_GLOBAL = 10
 NUM_REGION = 4
-NUM_SLOT = 6
+NUM_SLOT = 8
 NUM_OPTION = 4
 MAX_STAGES_NORM = 128.0
 OBS_HIGH = 100.0  # observations are clipped to [0, OBS_HIGH]; log1p(hours) reaches it only past 1e43 h  # K* is divided by this: no Table III model has more layers
@@ -171,19 +173,27 @@ def encode(c, o, e, out):
         max_price = max(max_price, c.price[e, r])
         for v in range(k):
             max_bw = max(max_bw, c.bw[e, r, v])
-    next_arr = np.inf
-    if c.next_arr[e] < c.n_jobs[e]:
-        next_arr = c.submit[e, c.next_arr[e]] - t
-    next_end = np.inf
+    # Metric Tracker: what is visible of the running jobs' progress (never the true end time)
+    known = 0
+    soonest = np.inf
     for i in range(c.n_run[e]):
-        next_end = min(next_end, c.end[e, c.run[e, i]] - t)
+        ok, hours = tracked_remaining_h(c, e, c.run[e, i])
+        if ok:
+            known += 1
+            soonest = min(soonest, hours)
+    repairing = 0
+    for r in range(k):
+        repairing += c.repairing[e, r]
     out[0] = alpha_nb(c.resv[e], c.bw[e])
     out[1] = free_total / max(cap_total, 1)
     out[2] = np.log1p(c.n_pend[e])
     out[3] = np.log1p(c.n_run[e])
-    out[4] = np.log1p(c.n_jobs[e] - c.next_arr[e])
-    out[5] = np.log1p(next_arr / 3600.0) if next_arr < np.inf else 0.0
-    out[6] = np.log1p(next_end / 3600.0) if next_end < np.inf else 0.0
+    out[4] = 1.0 if o.wait_ok[e] else 0.0
+    out[5] = np.log1p(c.n_dly[e])
+    out[6] = np.log1p(soonest) if known > 0 else 0.0
+    out[7] = known / c.n_run[e] if c.n_run[e] > 0 else 0.0
+    out[8] = np.log1p(c.n_fail_total[e])
+    out[9] = repairing / max(cap_total, 1)
     p = NUM_GLOBAL
     for r in range(k):
         res = 0.0
@@ -204,6 +214,8 @@ def encode(c, o, e, out):
             out[p + 3] = o.feats[e, s, CAND_LOG_IDEAL]
             out[p + 4] = c.kstar[e, j] / MAX_STAGES_NORM
             out[p + 5] = np.log1p((t - c.submit[e, j]) / 3600.0)
+            out[p + 6] = np.log1p(c.n_fail[e, j])
+            out[p + 7] = 1.0 if c.pred_hit[e, j] else 0.0
         else:
             out[p : p + NUM_SLOT] = 0.0
         p += NUM_SLOT
@@ -227,7 +239,7 @@ def encode(c, o, e, out):
                     rate += o.alloc[e, s, r, q] * c.price[e, q]
                 out[p] = 1.0
                 out[p + 1] = g / c.kstar[e, j]
-                out[p + 2] = np.log1p(c.pred_iters[e, j] * t_iter / 3600.0)
+                out[p + 2] = np.log1p(remaining_pred(c, e, j) * t_iter / 3600.0)
                 out[p + 3] = rate / (c.kstar[e, j] * max_price)
             else:
                 out[p : p + NUM_OPTION] = 0.0

@@ -27,19 +27,25 @@ there is one, else nothing happens; ``info["invalid_action"]`` is True. Rewards 
 consistent, so the episode-return identity below holds for any action sequence.
 
 ## Observation Space
-``Box(0, 100, (7 + 4K + W (6 + 4R),), float32)``:
+``Box(0, 100, (10 + 4K + W (8 + 4R),), float32)``:
 
 | index | feature |
 |---|---|
 | 0 | alpha (Eq. 11): reserved / total inter-region bandwidth |
 | 1 | free GPUs / all GPUs |
-| 2, 3, 4 | log1p(pending jobs), log1p(running jobs), log1p(jobs not yet submitted) |
-| 5, 6 | log1p(hours to next arrival), log1p(hours to next completion) (0 when none) |
-| 7 + 4r ... | region r: free/capacity, capacity/max capacity, price/max price, mean residual out-bandwidth / max link bandwidth |
-| slot block (6) | present, I_j (Eq. 9), D_j (Eq. 10) over the window, log1p(predicted E_j(K*) h), K*/128, log1p(waiting h) |
-| option block (4) per rule | valid, GPUs/K*, log1p(predicted runtime h on that placement), cost rate: sum_r n_r P_r / (K* max_r P_r) |
+| 2, 3 | log1p(pending jobs), log1p(running jobs) |
+| 4 | 1 if waiting is possible (an arrival, completion, failure, repair or re-queue will happen) |
+| 5 | log1p(failed jobs waiting to re-enter the queue) |
+| 6 | log1p(hours until the soonest completion the Metric Tracker can see), 0 when it sees none |
+| 7 | share of running jobs whose progress the tracker sees (1 = all; 0 also when none run) |
+| 8 | log1p(infrastructure failures so far) |
+| 9 | GPUs under repair / all GPUs |
+| 10 + 4r ... | region r: free/capacity, capacity/max capacity, price/max price, mean residual out-bandwidth / max link bandwidth |
+| slot block (8) | present, I_j (Eq. 9), D_j (Eq. 10) over the window, log1p(predicted remaining E_j(K*) h), K*/128, log1p(waiting h), log1p(failures of this job), 1 if the prediction came from similar finished jobs |
+| option block (4) per rule | valid, GPUs/K*, log1p(predicted remaining runtime h on that placement), cost rate: sum_r n_r P_r / (K* max_r P_r) |
 
-Slot s occupies ``7 + 4K + s (6 + 4R)``, its options follow it. Values are clipped at 100. Durations shown are
+Slot s occupies ``10 + 4K + s (8 + 4R)``, its options follow it. Future submissions are not
+shown (a real scheduler does not know them), nor are true durations or failure times. Values are clipped at 100. Durations shown are
 predictions (``pred_iters``), never the truth.
 
 ## Rewards
@@ -58,7 +64,9 @@ At the end ``info`` holds ``avg_jct_h``, ``total_cost``, ``makespan_h`` and ``jo
 
 ## Arguments
 ``scenario`` (name or ``Scenario``), ``scenario_kwargs`` (its knobs), ``window`` (W, 8),
-``cost_weight`` (hours per dollar, 0.1), ``max_jobs`` (queue capacity for named scenarios).
+``cost_weight`` (hours per dollar, 0.1), ``max_jobs`` (queue capacity for named scenarios),
+``uncertainty`` (an ``UncertaintyConfig`` or a preset name: "perfect" (default), "realistic",
+"schedmate"), ``warmup_workloads`` (workloads whose jobs pre-fill the retrieval history).
 """
 
 from __future__ import annotations
@@ -71,11 +79,43 @@ import numpy as np
 from geo_gym import decision, sim
 from geo_gym.placement import NUM_RULES, RULE_NAMES
 from geo_gym.scenarios import Scenario, make_scenario
+from geo_gym.uncertainty import UncertaintyConfig
 
 
 def draw_workload_seed(rng: np.random.Generator) -> int:
     """The seed of the next episode's workload; the env and ``geo_gym.simulate`` share it."""
     return int(rng.integers(0, 2**31 - 1))
+
+
+def as_uncertainty(uncertainty) -> UncertaintyConfig:
+    if uncertainty is None:
+        return UncertaintyConfig()
+    if isinstance(uncertainty, str):
+        return UncertaintyConfig.preset(uncertainty)
+    if isinstance(uncertainty, dict):
+        return UncertaintyConfig(**uncertainty)
+    if isinstance(uncertainty, UncertaintyConfig):
+        return uncertainty
+    raise ValueError(f"uncertainty must be a preset name, dict or UncertaintyConfig, got {uncertainty!r}")
+
+
+def start_episode(core, e, make, rng, unc: UncertaintyConfig, warmup_workloads: int = 0):
+    """Draw one episode from ``rng`` (workload, warm-up history, fates, noise, failures) and
+    load it into slot e; returns (core, jobs, scenario, scale). Shared by the env, the vector
+    env and ``geo_gym.simulate`` so that the same seed gives the same episode everywhere."""
+    scen = make(draw_workload_seed(rng))
+    history = []
+    for _ in range(warmup_workloads):
+        past = make(draw_workload_seed(rng))
+        fates = sim._fates(past.jobs, unc, rng)
+        for job, f in zip(past.jobs, fates, strict=True):
+            iters = sim.profile(job, past.cluster.gpu, past.stage_overhead, past.cluster.intra_region_gbps).iterations
+            history.append((job, max(1.0, round(iters * f))))
+    core = sim.ensure(core, **sim.required_sizes(scen, unc))
+    jobs = sim.load(core, e, scen, rng, unc, history)
+    n = len(jobs)
+    scale = float((core.full_iters[e, :n] * core.tk[e, :n]).sum() / 3600.0)
+    return core, jobs, scen, scale
 
 
 def episode_records(core: sim.Core, e: int, jobs: list, region_names) -> list[dict]:
@@ -97,6 +137,10 @@ def episode_records(core: sim.Core, e: int, jobs: list, region_names) -> list[di
                 "gpus": int(core.gpus[e, i]),
                 "path": [region_names[r] for r in path],
                 "gpus_per_region": [int(core.alloc[e, i, r]) for r in path],
+                "failures": int(core.n_fail[e, i]),
+                "iters": float(core.iters[e, i]),  # what it ran (its fate)
+                "configured_iters": float(core.full_iters[e, i]),
+                "predicted_iters": float(core.pred_iters[e, i]),
             }
         )
     return out
@@ -110,6 +154,7 @@ def episode_summary(core: sim.Core, e: int) -> dict[str, float]:
         "total_cost": float(core.cost[e, :n].sum()),
         "makespan_h": float((core.end[e, :n].max() - core.submit[e, :n].min()) / 3600.0),
         "avg_wait_h": float(((core.start[e, :n] - core.submit[e, :n]) / 3600.0).mean()),
+        "failures": int(core.n_fail_total[e]),
     }
 
 
@@ -124,6 +169,8 @@ class GeoPipeEnv(gym.Env):
         window: int = 8,
         cost_weight: float = 0.1,
         max_jobs: int | None = None,
+        uncertainty=None,
+        warmup_workloads: int = 0,
     ):
         if int(window) != window or window < 1:
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
@@ -133,6 +180,10 @@ class GeoPipeEnv(gym.Env):
         self.scenario_kwargs = dict(scenario_kwargs or {})
         self.window = int(window)
         self.cost_weight = float(cost_weight)
+        self.uncertainty = as_uncertainty(uncertainty)
+        if int(warmup_workloads) != warmup_workloads or warmup_workloads < 0:
+            raise ValueError(f"warmup_workloads must be an integer >= 0, got {warmup_workloads!r}")
+        self.warmup_workloads = int(warmup_workloads)
         probe = self._make_scenario(0)
         self.num_regions = probe.cluster.num_regions
         self.max_jobs = int(max_jobs or len(probe.jobs))
@@ -154,22 +205,24 @@ class GeoPipeEnv(gym.Env):
             return self.scenario
         return make_scenario(self.scenario, seed=seed, **self.scenario_kwargs)
 
-    def _info(self) -> dict[str, Any]:
-        return {"action_mask": self._mask.copy(), "time_h": float(self.core.t[0] / 3600.0)}
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        scen = self._make_scenario(draw_workload_seed(self.np_random))
+    def _checked_scenario(self, seed: int) -> Scenario:
+        scen = self._make_scenario(seed)
         if scen.cluster.num_regions != self.num_regions:
             raise ValueError(
                 f"scenario has {scen.cluster.num_regions} regions; this env was built for "
                 f"{self.num_regions} (fix num_regions in scenario_kwargs)"
             )
+        return scen
+
+    def _info(self) -> dict[str, Any]:
+        return {"action_mask": self._mask.copy(), "time_h": float(self.core.t[0] / 3600.0)}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.core, self.jobs, scen, self._scale = start_episode(
+            self.core, 0, self._checked_scenario, self.np_random, self.uncertainty, self.warmup_workloads
+        )
         self.current_scenario = scen
-        if len(scen.jobs) > self.core.submit.shape[1]:
-            self.core = sim.grow(self.core, len(scen.jobs))
-        self.jobs = sim.load(self.core, 0, scen)
-        self._scale = float(self.core.ideal_pred[0, : len(self.jobs)].sum() / 3600.0)
         decision.refresh(self.core, self.opts, 0)
         self._check_deadlock()
         decision.encode(self.core, self.opts, 0, self._obs)

@@ -16,7 +16,7 @@ import pandas as pd
 from gymnasium.utils import seeding
 
 from geo_gym import sim
-from geo_gym.env import GeoPipeEnv, draw_workload_seed, episode_records, episode_summary
+from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_records, episode_summary, start_episode
 from geo_gym.scenarios import Scenario, make_scenario
 
 
@@ -36,14 +36,6 @@ def _result(core: sim.Core, jobs: list, scen: Scenario, extra: dict | None = Non
     return SimResult(table, summary)
 
 
-def workload_for_seed(scenario: str | Scenario, seed: int, **scenario_kwargs) -> Scenario:
-    """The workload ``GeoPipeEnv(scenario).reset(seed=seed)`` draws."""
-    if isinstance(scenario, Scenario):
-        return scenario
-    rng, _ = seeding.np_random(seed)
-    return make_scenario(scenario, seed=draw_workload_seed(rng), **scenario_kwargs)
-
-
 def simulate(
     scenario: str | Scenario,
     policy,
@@ -52,17 +44,31 @@ def simulate(
     scenario_kwargs: dict | None = None,
     env_kwargs: dict | None = None,
 ) -> SimResult:
-    """Run one workload (drawn from ``scenario`` with ``seed``) to the end under ``policy``."""
+    """Run one workload (drawn from ``scenario`` with ``seed``) to the end under ``policy``.
+    ``env_kwargs`` are GeoPipeEnv's (window, cost_weight, uncertainty, warmup_workloads); a
+    policy with an ``uncertainty`` dict (e.g. schedmate_sjf) overrides those fields."""
     scenario_kwargs = dict(scenario_kwargs or {})
+    env_kwargs = dict(env_kwargs or {})
+    unc = as_uncertainty(env_kwargs.get("uncertainty"))
+    if getattr(policy, "uncertainty", None):
+        unc = unc.replace(**policy.uncertainty)
+    env_kwargs["uncertainty"] = unc
     if hasattr(policy, "order_code") and hasattr(policy, "rule_code"):
-        scen = workload_for_seed(scenario, seed, **scenario_kwargs)
-        core = sim.allocate(1, scen.cluster.num_regions, len(scen.jobs))
-        jobs = sim.load(core, 0, scen)
+        rng, _ = seeding.np_random(seed)
+
+        def make(s: int) -> Scenario:
+            if isinstance(scenario, Scenario):
+                return scenario
+            return make_scenario(scenario, seed=s, **scenario_kwargs)
+
+        k = make(0).cluster.num_regions
+        core, jobs, scen, _ = start_episode(
+            sim.allocate(1, k, 1), 0, make, rng, unc, env_kwargs.get("warmup_workloads", 0)
+        )
         if not sim.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, window or 0):
             stuck = [jobs[j].name for j in core.pend[0, : core.n_pend[0]]]
             raise RuntimeError(f"policy {policy!r} cannot place jobs {stuck}")
         return _result(core, jobs, scen)
-    env_kwargs = dict(env_kwargs or {})
     if window is not None:
         env_kwargs["window"] = window
     env = GeoPipeEnv(scenario, scenario_kwargs, **env_kwargs)

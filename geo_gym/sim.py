@@ -1,17 +1,27 @@
-"""The discrete-event simulator core: arrivals, starts, completions, metrics.
+"""The discrete-event simulator core: arrivals, starts, completions, failures, metrics.
 
 One core drives everything: the Gymnasium env (one simulation), the native vector env (N
 simulations in one compiled call) and the fast whole-workload path ``geo_gym.simulate``. Its
 state is a ``Core`` namedtuple of numpy arrays with a leading env axis ``e``; numba-compiled
 functions read and update it in place, so stepping N simulations is one compiled loop.
 
-Event semantics (paper III-A): a job arrives at ``submit``, waits W_j in the queue, is placed
-once (non-preemptive: path and GPU count fixed until it ends, III-B2), runs E_j = I_j t_iter
-(Eq. 2) and holds its GPUs and its b_j reservation on every crossed link (both directions,
-Eq. 6) until then. Electricity accrues while GPUs are held (Eq. 4), never while queued.
-At one instant, completions are processed before arrivals; a scheduling point is any instant
-after events; the core advances to the next event only when the driver says "wait" (or nobody
-can place anything).
+Event semantics (paper III-A): a job arrives at ``submit``, waits in the queue, is placed
+(non-preemptive: path and GPU count fixed for the attempt, III-B2), runs (Eq. 2) and holds its
+GPUs and its b_j reservation on every crossed link (both directions, Eq. 6) until it ends.
+Electricity accrues while GPUs are held (Eq. 4), never while queued.
+
+Uncertainty (SchedMate; geo_gym/uncertainty, all off by default):
+  * a job's *fate*: it runs ``iters`` iterations, fewer than the configured ``full_iters``
+    when it ends early (cancelled / application failure); schedulers never see ``iters``;
+  * predictions ``pred_iters`` (oracle, noisy, user estimate, or retrieval from a history store
+    of finished jobs, made when the job is submitted);
+  * infrastructure failures: attempt a of job j holding g GPUs fails after
+    ``fail_e[j, a] / (rate x g)`` hours; progress falls back to the last checkpoint, the
+    electricity already spent stays spent, ``gpus_per_failure`` GPUs of the first path region
+    leave for a repair time, and the job re-enters the queue after the failure handler's delay
+    (diagnosis when recognised, manual intervention otherwise).
+At one instant events are processed as: completions and failures, repairs, re-queues, arrivals.
+All random numbers are drawn up front at load from the caller's seeded generator.
 
 The queue is kept in submit order; ``pend[e, :n_pend[e]]`` are the pending job indices.
 Job indices are the workload's jobs sorted by submit time (stable), see ``load``.
@@ -28,13 +38,22 @@ from geo_gym import costmodel
 from geo_gym.costmodel import alpha_nb, min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
 from geo_gym.placement import FEASIBLE, apply_rule, check_kernel
 from geo_gym.scenarios import Scenario
+from geo_gym.uncertainty import UncertaintyConfig, draw_episode
+from geo_gym.uncertainty.failures import checkpoint_rollback, repair_hours, time_to_failure
+from geo_gym.uncertainty.handler import handle_failure
+from geo_gym.uncertainty.metadata import JobMetadata
+from geo_gym.uncertainty.predictors import RetrievalPredictor, retrieval_estimate, store_append
+from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
 from geo_gym.workload import profile
 
 _jit = numba.njit(cache=True)
 
-PENDING_FUTURE, PENDING, RUNNING, DONE = 0, 1, 2, 3
+PENDING_FUTURE, PENDING, RUNNING, DONE, DELAYED = 0, 1, 2, 3, 4
+PRED_STATIC, PRED_RETRIEVAL = 0, 1
+FALLBACK_USER, FALLBACK_STORE_MEAN = 0, 1
 
-_STATIC = {  # name: (shape suffix, dtype); "K" regions, "J" jobs
+# name: (shape suffix, dtype) with K regions, J jobs, A attempts, S store rows, D vector dims
+_STATIC = {
     "cap": ("K", np.int64),
     "price": ("K", np.float64),
     "bw": ("KK", np.float64),
@@ -45,20 +64,40 @@ _STATIC = {  # name: (shape suffix, dtype); "K" regions, "J" jobs
     "submit": ("J", np.float64),
     "work": ("J", np.float64),
     "mb": ("J", np.int64),
+    "full_iters": ("J", np.float64),  # configured iterations: what the user asked for
     "iters": ("J", np.float64),  # iterations the job actually runs (its fate, hidden)
-    "pred_iters": ("J", np.float64),  # what schedulers are told (a prediction)
     "act": ("J", np.float64),
     "kstar": ("J", np.int64),
     "min_gpus": ("J", np.int64),
-    "e1_pred": ("J", np.float64),  # predicted E_j(1), Eq. (9)
-    "ideal_pred": ("J", np.float64),  # predicted E_j(K*) in one region
     "b_ref": ("J", np.float64),  # b_j at K*, the Eq. (10) sensitivity input
     "t1": ("J", np.float64),  # t_iter on one GPU
     "tk": ("J", np.float64),  # t_iter on K* GPUs in one region
+    # uncertainty
+    "pred_mode": ("", np.int64),
+    "ret_k": ("", np.int64),
+    "ret_thr": ("", np.float64),
+    "ret_record_actual": ("", np.bool_),
+    "ret_fallback": ("", np.int64),
+    "meta_vec": ("JD", np.float32),
+    "fail_rate": ("", np.float64),  # per GPU-hour
+    "ckpt_h": ("", np.float64),
+    "gpus_per_failure": ("", np.int64),
+    "handler_on": ("", np.bool_),
+    "tpr": ("", np.float64),
+    "fpr": ("", np.float64),
+    "diag_h": ("", np.float64),
+    "manual_h": ("", np.float64),
+    "fail_e": ("JA", np.float64),
+    "repair_h": ("JA", np.float64),
+    "handler_u": ("JA", np.float64),
+    "track_known": ("J", np.bool_),
+    "track_zf": ("J", np.float64),  # lognormal factors exp(sigma z), drawn once per job
+    "track_zs": ("J", np.float64),
 }
 _DYNAMIC = {
     "t": ("", np.float64),
     "free": ("K", np.int64),
+    "repairing": ("K", np.int64),
     "resv": ("KK", np.float64),
     "status": ("J", np.int8),
     "next_arr": ("", np.int64),
@@ -66,9 +105,25 @@ _DYNAMIC = {
     "n_pend": ("", np.int64),
     "run": ("J", np.int64),
     "n_run": ("", np.int64),
+    "dly": ("J", np.int64),  # failed jobs waiting to re-enter the queue
+    "n_dly": ("", np.int64),
+    "ready": ("J", np.float64),
+    "rep_t": ("J", np.float64),  # repairs in progress: when, where, how many GPUs
+    "rep_r": ("J", np.int64),
+    "rep_n": ("J", np.int64),
+    "n_rep": ("", np.int64),
     "n_done": ("", np.int64),
-    "start": ("J", np.float64),
-    "end": ("J", np.float64),
+    "pred_iters": ("J", np.float64),  # what schedulers are told (a prediction)
+    "pred_hit": ("J", np.bool_),  # the prediction came from similar finished jobs
+    "done_iters": ("J", np.float64),  # checkpointed progress
+    "attempt": ("J", np.int64),
+    "n_fail": ("J", np.int64),
+    "n_fail_total": ("", np.int64),
+    "start": ("J", np.float64),  # first start
+    "att_start": ("J", np.float64),  # start of the current attempt
+    "end": ("J", np.float64),  # completion of the current attempt if it does not fail
+    "t_fail": ("J", np.float64),  # failure of the current attempt (inf: none)
+    "t_iter": ("J", np.float64),
     "path": ("JK", np.int64),
     "plen": ("J", np.int64),
     "alloc": ("JK", np.int64),
@@ -78,58 +133,104 @@ _DYNAMIC = {
     "cost": ("J", np.float64),
     "area": ("", np.float64),  # integral of (jobs in system) dt: sum of JCT once all end
     "spent": ("", np.float64),  # electricity spent so far, $
+    "store_vecs": ("SD", np.float32),
+    "store_vals": ("S", np.float64),
+    "n_store": ("", np.int64),
 }
 Core = namedtuple("Core", list(_STATIC) + list(_DYNAMIC))
 
 
-def allocate(num_envs: int, num_regions: int, max_jobs: int) -> Core:
-    """Zeroed state for ``num_envs`` simulations of ``num_regions`` regions, ``max_jobs`` jobs."""
-    sizes = {"K": num_regions, "J": max_jobs}
+def allocate(
+    num_envs: int, num_regions: int, max_jobs: int, attempts: int = 1, store: int = 1, dim: int = 1
+) -> Core:
+    """Zeroed state for ``num_envs`` simulations of ``num_regions`` regions, ``max_jobs`` jobs,
+    ``attempts`` pre-drawn failures per job and a retrieval store of ``store`` x ``dim``."""
+    sizes = {"K": num_regions, "J": max_jobs, "A": attempts, "S": store, "D": dim}
     arrays = {}
     for name, (suffix, dtype) in {**_STATIC, **_DYNAMIC}.items():
-        shape = (num_envs,) + tuple(sizes[s] for s in suffix)
+        shape = (num_envs,) + tuple(sizes[x] for x in suffix)
         arrays[name] = np.zeros(shape, dtype=dtype)
     return Core(**arrays)
 
 
-def grow(core: Core, max_jobs: int) -> Core:
-    """A copy of ``core`` with room for ``max_jobs`` jobs per env (state kept)."""
-    n, k = core.cap.shape
-    if max_jobs <= core.submit.shape[1]:
+def _sizes(core: Core) -> dict[str, int]:
+    return {
+        "J": core.submit.shape[1],
+        "A": core.fail_e.shape[2],
+        "S": core.store_vals.shape[1],
+        "D": core.store_vecs.shape[2],
+    }
+
+
+def ensure(core: Core, max_jobs: int = 0, attempts: int = 0, store: int = 0, dim: int = 0) -> Core:
+    """``core`` if it is large enough, else a larger copy with the same state."""
+    old = _sizes(core)
+    want = {"J": max_jobs, "A": attempts, "S": store, "D": dim}
+    new_sizes = {x: max(old[x], want[x]) for x in old}
+    if new_sizes == old:
         return core
-    new = allocate(n, k, max_jobs)
-    j = core.submit.shape[1]
-    for name, (suffix, _) in {**_STATIC, **_DYNAMIC}.items():
+    n, k = core.cap.shape
+    new = allocate(n, k, new_sizes["J"], new_sizes["A"], new_sizes["S"], new_sizes["D"])
+    for name in Core._fields:
         src, dst = getattr(core, name), getattr(new, name)
-        if suffix.startswith("J"):
-            dst[:, :j] = src
-        else:
-            dst[...] = src
-    new.path[:, j:] = -1
+        dst[(slice(None),) + tuple(slice(0, s) for s in src.shape[1:])] = src
     return new
 
 
-def load(core: Core, e: int, scenario: Scenario, pred_iters: np.ndarray | None = None) -> list:
-    """Write ``scenario`` into slot ``e`` of ``core`` and reset it. Returns the jobs in core
-    index order (sorted by submit time, stable). ``pred_iters`` (in that order) replaces the
-    oracle prediction; the uncertainty layer supplies it."""
+def job_metadata(job) -> JobMetadata:
+    """What a SchedMate-style Metadata Extractor would read off a job (uncertainty/metadata)."""
+    md = job.metadata
+    return JobMetadata(
+        family=md.get("family", job.model.family or job.model.name),
+        size_b=job.model.params / 1e9,
+        dataset=md.get("dataset", job.dataset.name),
+        task=md.get("task", "pretrain" if job.dataset.samples > 1_000_000 else "sft"),
+        user=md.get("user", ""),
+        gpus=int(md.get("gpus", 1)),
+        name=md.get("name", job.model.name),
+    )
+
+
+def required_sizes(scenario: Scenario, unc: UncertaintyConfig) -> dict:
+    """The core sizes ``load`` needs for this scenario and uncertainty configuration."""
+    sizes = {"max_jobs": len(scenario.jobs), "attempts": unc.max_attempts}
+    pred = unc.make_predictor()
+    if isinstance(pred, RetrievalPredictor):
+        sizes.update(store=pred.store.vecs.shape[0], dim=pred.vectorizer.dim)
+    return sizes
+
+
+def load(
+    core: Core,
+    e: int,
+    scenario: Scenario,
+    rng: np.random.Generator | None = None,
+    uncertainty: UncertaintyConfig | None = None,
+    history: list | None = None,
+) -> list:
+    """Write ``scenario`` into slot ``e`` of ``core`` and reset it; returns the jobs in core
+    index order (sorted by submit time, stable). ``rng`` draws the episode's random numbers
+    (fates, noise, failures); ``history`` is a list of (JobSpec, executed iterations) that
+    pre-fill the retrieval store (a warm-up workload). ``core`` must be large enough
+    (``ensure(core, **required_sizes(...))``)."""
+    unc = uncertainty or UncertaintyConfig()
+    rng = rng if rng is not None else np.random.default_rng(0)
     cl = scenario.cluster
     k = cl.num_regions
     if core.cap.shape[1] != k:
         raise ValueError(f"core has {core.cap.shape[1]} regions, scenario {k}")
     jobs = sorted(scenario.jobs, key=lambda j: j.submit)
-    if len(jobs) > core.submit.shape[1]:
-        raise ValueError(
-            f"scenario has {len(jobs)} jobs, more than max_jobs={core.submit.shape[1]}"
-        )
+    n = len(jobs)
+    sizes = _sizes(core)
+    if n > sizes["J"]:
+        raise ValueError(f"scenario has {n} jobs, more than max_jobs={sizes['J']}")
     core.cap[e] = cl.capacities
     core.price[e] = cl.prices
     core.bw[e] = cl.bandwidth
     core.intra[e] = cl.intra_region_gbps
     core.gpu_kw[e] = cl.gpu.power_kw
     core.overhead[e] = scenario.stage_overhead
-    core.n_jobs[e] = len(jobs)
-    n = len(jobs)
+    core.n_jobs[e] = n
     profiles = [profile(j, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps) for j in jobs]
     min_gpus = np.array([j.min_gpus for j in jobs], dtype=np.int64)
     if n and min_gpus.max() > cl.capacities.sum():
@@ -138,38 +239,106 @@ def load(core: Core, e: int, scenario: Scenario, pred_iters: np.ndarray | None =
             f"job {bad.name!r}: min_gpus={bad.min_gpus} exceeds the cluster's "
             f"{int(cl.capacities.sum())} GPUs"
         )
+    draws = draw_episode(rng, n, sizes["A"])
+    fate = _fates(jobs, unc, rng)
+    full = np.array([p.iterations for p in profiles])
     columns = {
         "submit": [j.submit for j in jobs],
         "work": [p.work for p in profiles],
         "mb": [p.num_microbatches for p in profiles],
-        "iters": [p.iterations for p in profiles],
+        "full_iters": full,
+        "iters": np.maximum(1.0, np.round(full * fate)),
         "act": [p.activation_gbit for p in profiles],
         "kstar": [p.k_star for p in profiles],
         "b_ref": [p.b_j(p.k_star) for p in profiles],
         "t1": [p.e1 / p.iterations for p in profiles],
         "tk": [p.ideal_duration / p.iterations for p in profiles],
+        "min_gpus": min_gpus,
     }
     for name, values in columns.items():
         arr = getattr(core, name)
         arr[e] = 0
         arr[e, :n] = values
-    core.min_gpus[e] = 1
-    core.min_gpus[e, :n] = min_gpus
-    set_predictions(core, e, core.iters[e, :n].copy() if pred_iters is None else pred_iters)
+    core.min_gpus[e, n:] = 1
+    _load_uncertainty(core, e, jobs, unc, draws, history)
     reset(core, e)
     return jobs
 
 
-def set_predictions(core: Core, e: int, pred_iters) -> None:
-    """Predicted iterations -> the predicted E_j(1) and E_j(K*) every policy and observation use."""
-    n = int(core.n_jobs[e])
-    pred = np.asarray(pred_iters, dtype=np.float64)
-    if pred.shape != (n,) or not np.all(pred > 0):
-        raise ValueError(f"pred_iters must be {n} positive values, got shape {pred.shape}")
+def _fates(jobs, unc: UncertaintyConfig, rng: np.random.Generator) -> np.ndarray:
+    """Fraction of its configured work each job runs: a JobSpec's own ``fate_fraction`` (trace
+    jobs, recurring scenarios) or, with probability ``early_end_rate``, Beta(0.7, 2) (early
+    ends are skewed to small fractions, uncertainty/workload.py)."""
+    n = len(jobs)
+    u = rng.random(n)
+    frac = rng.beta(*FATE_FRACTION_BETA, size=n)
+    out = np.where(u < unc.early_end_rate, np.clip(frac, 0.01, 1.0), 1.0)
+    for i, job in enumerate(jobs):
+        if job.fate_fraction is not None:
+            out[i] = job.fate_fraction
+    return out
+
+
+def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history) -> None:
+    n = len(jobs)
+    sizes = _sizes(core)
+    a = sizes["A"]
+    pred = unc.make_predictor()
+    core.pred_mode[e] = PRED_STATIC
+    core.store_vecs[e] = 0.0
+    core.store_vals[e] = 0.0
+    core.n_store[e] = 0
+    core.meta_vec[e] = 0.0
+    core.pred_hit[e] = False
     core.pred_iters[e] = 0.0
-    core.pred_iters[e, :n] = pred
-    core.e1_pred[e] = core.pred_iters[e] * core.t1[e]
-    core.ideal_pred[e] = core.pred_iters[e] * core.tk[e]
+    if isinstance(pred, RetrievalPredictor):
+        core.pred_mode[e] = PRED_RETRIEVAL
+        core.ret_k[e] = pred.k
+        core.ret_thr[e] = pred.threshold
+        core.ret_record_actual[e] = pred.record == "actual"
+        core.ret_fallback[e] = FALLBACK_USER if pred.fallback == "user-estimate" else FALLBACK_STORE_MEAN
+        d = pred.vectorizer.dim
+        if n:
+            core.meta_vec[e, :n, :d] = pred.vectorizer.transform([job_metadata(j) for j in jobs])
+        for spec, executed in history or []:
+            vec = np.zeros(sizes["D"], np.float32)
+            vec[:d] = pred.vectorizer.transform([job_metadata(spec)])[0]
+            value = executed if pred.record == "actual" else profile(spec).iterations
+            core.n_store[e] = store_append(
+                core.store_vecs[e], core.store_vals[e], core.n_store[e], vec, float(value)
+            )
+    else:
+        truth = core.iters[e, :n]
+        user = core.full_iters[e, :n]
+        values = pred.predict([None] * n, user_estimate=user, actual=truth, z=draws.pred_z)
+        core.pred_iters[e, :n] = np.maximum(np.asarray(values, dtype=float), 1.0)
+    core.fail_rate[e] = unc.failure_rate_per_gpu_hour
+    core.ckpt_h[e] = unc.checkpoint_interval_hours
+    core.gpus_per_failure[e] = unc.gpus_per_failure
+    core.handler_on[e] = unc.handler
+    core.tpr[e], core.fpr[e] = unc.handler_operating_point()
+    core.diag_h[e] = unc.diagnosis_delay_hours
+    core.manual_h[e] = unc.manual_delay_hours
+    core.fail_e[e] = np.inf
+    core.fail_e[e, :n, :a] = draws.fail_e[:, :a]
+    core.repair_h[e] = 0.0
+    core.repair_h[e, :n, :a] = repair_hours_array(draws.repair_z[:, :a], unc)
+    core.handler_u[e] = 1.0
+    core.handler_u[e, :n, :a] = draws.handler_u[:, :a]
+    sigma = unc.tracker_sigma()
+    core.track_known[e] = False
+    core.track_known[e, :n] = draws.tracker_u < unc.tracker_detect_prob
+    core.track_zf[e] = 1.0
+    core.track_zs[e] = 1.0
+    core.track_zf[e, :n] = np.exp(sigma * draws.tracker_z[:, 0])
+    core.track_zs[e, :n] = np.exp(sigma * draws.tracker_z[:, 1])
+
+
+def repair_hours_array(z: np.ndarray, unc: UncertaintyConfig) -> np.ndarray:
+    out = np.empty_like(z)
+    for idx in np.ndindex(z.shape):
+        out[idx] = repair_hours(z[idx], unc.repair_median_hours, unc.repair_sigma)
+    return out
 
 
 @_jit
@@ -177,14 +346,24 @@ def reset(c, e):
     """Empty cluster at t = 0; jobs submitted at 0 are queued."""
     c.t[e] = 0.0
     c.free[e] = c.cap[e]
+    c.repairing[e] = 0
     c.resv[e] = 0.0
     c.status[e] = PENDING_FUTURE
     c.next_arr[e] = 0
     c.n_pend[e] = 0
     c.n_run[e] = 0
+    c.n_dly[e] = 0
+    c.n_rep[e] = 0
     c.n_done[e] = 0
+    c.done_iters[e] = 0.0
+    c.attempt[e] = 0
+    c.n_fail[e] = 0
+    c.n_fail_total[e] = 0
     c.start[e] = np.nan
+    c.att_start[e] = np.nan
     c.end[e] = np.nan
+    c.t_fail[e] = np.inf
+    c.t_iter[e] = 0.0
     c.path[e] = -1
     c.plen[e] = 0
     c.alloc[e] = 0
@@ -198,24 +377,65 @@ def reset(c, e):
 
 
 @_jit
+def _predict_on_submit(c, e, j):
+    """Retrieval predictions are made when a job is submitted, from the jobs finished by then
+    (SchedMate 3.1); with no similar job the fallback estimator answers."""
+    if c.pred_mode[e] != PRED_RETRIEVAL:
+        return
+    est, m = retrieval_estimate(
+        c.meta_vec[e, j], c.store_vecs[e], c.store_vals[e], c.n_store[e], c.ret_k[e], c.ret_thr[e]
+    )
+    if m > 0:
+        c.pred_iters[e, j] = max(est, 1.0)
+        c.pred_hit[e, j] = True
+        return
+    c.pred_hit[e, j] = False
+    n_valid = min(c.n_store[e], c.store_vals.shape[1])
+    if c.ret_fallback[e] == FALLBACK_STORE_MEAN and n_valid > 0:
+        c.pred_iters[e, j] = max(c.store_vals[e, :n_valid].mean(), 1.0)
+    else:
+        c.pred_iters[e, j] = c.full_iters[e, j]
+
+
+@_jit
+def _enqueue(c, e, j):
+    """Put j in the queue at its submit-order position (re-queued jobs keep their place)."""
+    n = c.n_pend[e]
+    i = n
+    while i > 0 and c.pend[e, i - 1] > j:
+        c.pend[e, i] = c.pend[e, i - 1]
+        i -= 1
+    c.pend[e, i] = j
+    c.n_pend[e] = n + 1
+    c.status[e, j] = PENDING
+
+
+@_jit
 def _arrivals(c, e):
     n = c.n_jobs[e]
     while c.next_arr[e] < n and c.submit[e, c.next_arr[e]] <= c.t[e]:
         j = c.next_arr[e]
+        _predict_on_submit(c, e, j)
         c.status[e, j] = PENDING
-        c.pend[e, c.n_pend[e]] = j
+        c.pend[e, c.n_pend[e]] = j  # arrivals come in index order: append
         c.n_pend[e] += 1
         c.next_arr[e] += 1
 
 
 @_jit
 def next_event_time(c, e):
-    """The next arrival or completion; inf when nothing more will happen by itself."""
+    """The next arrival, completion, failure, repair or re-queue; inf when nothing more will
+    happen by itself."""
     t_next = np.inf
     if c.next_arr[e] < c.n_jobs[e]:
         t_next = c.submit[e, c.next_arr[e]]
     for i in range(c.n_run[e]):
-        t_next = min(t_next, c.end[e, c.run[e, i]])
+        j = c.run[e, i]
+        t_next = min(t_next, c.end[e, j], c.t_fail[e, j])
+    for i in range(c.n_rep[e]):
+        t_next = min(t_next, c.rep_t[e, i])
+    for i in range(c.n_dly[e]):
+        t_next = min(t_next, c.ready[e, c.dly[e, i]])
     return t_next
 
 
@@ -236,27 +456,102 @@ def _release(c, e, j):
 
 
 @_jit
+def _complete(c, e, j):
+    _release(c, e, j)
+    c.status[e, j] = DONE
+    c.cost[e, j] += c.rate[e, j] * (c.end[e, j] - c.att_start[e, j])
+    c.n_done[e] += 1
+    if c.pred_mode[e] == PRED_RETRIEVAL:
+        value = c.iters[e, j] if c.ret_record_actual[e] else c.full_iters[e, j]
+        c.n_store[e] = store_append(
+            c.store_vecs[e], c.store_vals[e], c.n_store[e], c.meta_vec[e, j], value
+        )
+
+
+@_jit
+def _fail(c, e, j):
+    """An infrastructure failure of j's current attempt at time t (see the module docstring)."""
+    t = c.t[e]
+    elapsed_h = (t - c.att_start[e, j]) / 3600.0
+    kept_h = checkpoint_rollback(elapsed_h, c.ckpt_h[e])
+    c.done_iters[e, j] = min(c.iters[e, j], c.done_iters[e, j] + kept_h * 3600.0 / c.t_iter[e, j])
+    c.cost[e, j] += c.rate[e, j] * (t - c.att_start[e, j])  # the lost work's electricity too
+    r = c.path[e, j, 0]
+    broken = min(c.gpus_per_failure[e], c.alloc[e, j, r])
+    _release(c, e, j)
+    a = c.attempt[e, j] - 1
+    if broken > 0:
+        if c.n_rep[e] == c.rep_t.shape[1]:
+            raise RuntimeError("too many repairs in progress for the core's capacity")
+        i = c.n_rep[e]
+        c.rep_t[e, i] = t + c.repair_h[e, j, a] * 3600.0
+        c.rep_r[e, i] = r
+        c.rep_n[e, i] = broken
+        c.n_rep[e] += 1
+        c.free[e, r] -= broken
+        c.repairing[e, r] += broken
+    _, delay_h = handle_failure(
+        True, c.handler_u[e, j, a], c.handler_on[e], c.tpr[e], c.fpr[e], c.diag_h[e], c.manual_h[e]
+    )
+    c.status[e, j] = DELAYED
+    c.ready[e, j] = t + delay_h * 3600.0
+    c.dly[e, c.n_dly[e]] = j
+    c.n_dly[e] += 1
+    c.n_fail[e, j] += 1
+    c.n_fail_total[e] += 1
+    c.alloc[e, j] = 0
+    c.gpus[e, j] = 0
+    c.bj[e, j] = 0.0
+    c.plen[e, j] = 0
+    c.t_fail[e, j] = np.inf
+
+
+@_jit
 def advance(c, e):
-    """Move to the next event, process every completion, then every arrival, at that instant.
+    """Move to the next event and process everything that happens at that instant.
     Returns False when there is no next event."""
     t_next = next_event_time(c, e)
     if t_next == np.inf:
         return False
     dt = t_next - c.t[e]
-    c.area[e] += (c.n_pend[e] + c.n_run[e]) * dt
+    c.area[e] += (c.n_pend[e] + c.n_run[e] + c.n_dly[e]) * dt
     for i in range(c.n_run[e]):
         c.spent[e] += c.rate[e, c.run[e, i]] * dt
     c.t[e] = t_next
     i = 0
     while i < c.n_run[e]:
         j = c.run[e, i]
-        if c.end[e, j] <= t_next:
-            _release(c, e, j)
-            c.status[e, j] = DONE
-            c.cost[e, j] = c.rate[e, j] * (c.end[e, j] - c.start[e, j])
-            c.n_done[e] += 1
+        finished = c.end[e, j] <= t_next and c.end[e, j] <= c.t_fail[e, j]
+        failed = not finished and c.t_fail[e, j] <= t_next
+        if finished or failed:
+            if finished:
+                _complete(c, e, j)
+            else:
+                _fail(c, e, j)
             c.n_run[e] -= 1
             c.run[e, i] = c.run[e, c.n_run[e]]  # order of the running set is irrelevant
+        else:
+            i += 1
+    i = 0
+    while i < c.n_rep[e]:
+        if c.rep_t[e, i] <= t_next:
+            r = c.rep_r[e, i]
+            c.free[e, r] += c.rep_n[e, i]
+            c.repairing[e, r] -= c.rep_n[e, i]
+            last = c.n_rep[e] - 1
+            c.rep_t[e, i] = c.rep_t[e, last]
+            c.rep_r[e, i] = c.rep_r[e, last]
+            c.rep_n[e, i] = c.rep_n[e, last]
+            c.n_rep[e] = last
+        else:
+            i += 1
+    i = 0
+    while i < c.n_dly[e]:
+        j = c.dly[e, i]
+        if c.ready[e, j] <= t_next:
+            _enqueue(c, e, j)
+            c.n_dly[e] -= 1
+            c.dly[e, i] = c.dly[e, c.n_dly[e]]
         else:
             i += 1
     _arrivals(c, e)
@@ -306,8 +601,9 @@ def job_placement(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
 
 @_jit
 def place(c, e, j, path, plen, alloc):
-    """Start pending job j on (path, alloc) now. Eq. (5)/(6) are checked whoever proposed the
-    placement; returns placement.FEASIBLE (0) or the violation code, changing nothing then."""
+    """Start (an attempt of) pending job j on (path, alloc) now. Eq. (5)/(6) are checked
+    whoever proposed the placement; returns placement.FEASIBLE (0) or the violation code,
+    changing nothing then."""
     if c.status[e, j] != PENDING:
         return -1
     k = c.free.shape[1]
@@ -339,8 +635,17 @@ def place(c, e, j, path, plen, alloc):
     c.gpus[e, j] = g
     c.bj[e, j] = b
     c.rate[e, j] = rate * c.gpu_kw[e] / 3600.0  # $/kWh x kW -> $/h -> $/s
-    c.start[e, j] = c.t[e]
-    c.end[e, j] = c.t[e] + c.iters[e, j] * t_iter
+    t = c.t[e]
+    if c.attempt[e, j] == 0:
+        c.start[e, j] = t
+    c.att_start[e, j] = t
+    c.t_iter[e, j] = t_iter
+    c.end[e, j] = t + (c.iters[e, j] - c.done_iters[e, j]) * t_iter
+    a = c.attempt[e, j]
+    c.t_fail[e, j] = np.inf
+    if a < c.fail_e.shape[2] and c.fail_rate[e] > 0:
+        c.t_fail[e, j] = t + time_to_failure(c.fail_e[e, j, a], c.fail_rate[e], g) * 3600.0
+    c.attempt[e, j] = a + 1
     c.status[e, j] = RUNNING
     c.run[e, c.n_run[e]] = j
     c.n_run[e] += 1
@@ -355,6 +660,26 @@ def place(c, e, j, path, plen, alloc):
     return FEASIBLE
 
 
+@_jit
+def remaining_pred(c, e, j):
+    """Predicted iterations still to run: the prediction minus checkpointed progress (a
+    restarted job's scheduler knows its checkpoint), at least 1% of the prediction."""
+    return max(c.pred_iters[e, j] - c.done_iters[e, j], 0.01 * c.pred_iters[e, j])
+
+
+@_jit
+def tracked_remaining_h(c, e, j):
+    """The Metric Tracker's view of a running job: (known, hours left) from its observed
+    progress fraction (of the configured steps) and observed step time; (False, nan) when
+    the job's progress is not visible (SchedMate 3.2)."""
+    if not c.track_known[e, j]:
+        return False, np.nan
+    progress = c.done_iters[e, j] + (c.t[e] - c.att_start[e, j]) / c.t_iter[e, j]
+    frac = min(max(progress / c.full_iters[e, j] * c.track_zf[e, j], 0.0), 1.0)
+    step = c.t_iter[e, j] * c.track_zs[e, j]
+    return True, (1.0 - frac) * c.full_iters[e, j] * step / 3600.0
+
+
 # ------------------------------------------------------------------ decisions shared by all paths
 
 ORDER_FCFS, ORDER_SJF, ORDER_PRIORITY = 0, 1, 2
@@ -365,18 +690,20 @@ NUM_CAND_FEATURES = 3
 @_jit
 def candidate_features(c, e, n, out):
     """Features of the first n pending jobs, as float32 (exactly what the observation holds):
-    I_j (Eq. 9) and D_j (Eq. 10) normalised over these candidates, log1p(predicted E_j(K*) h)."""
+    I_j (Eq. 9) and D_j (Eq. 10) normalised over these candidates, log1p(predicted E_j(K*) h),
+    all on *predicted remaining* work (``remaining_pred``), never the truth."""
     e1_max = 0.0
     b_max = 0.0
     for i in range(n):
         j = c.pend[e, i]
-        e1_max = max(e1_max, c.e1_pred[e, j])
+        e1_max = max(e1_max, remaining_pred(c, e, j) * c.t1[e, j])
         b_max = max(b_max, c.b_ref[e, j])
     for i in range(n):
         j = c.pend[e, i]
-        out[i, CAND_I] = c.e1_pred[e, j] / e1_max if e1_max > 0 else 0.0
+        rem = remaining_pred(c, e, j)
+        out[i, CAND_I] = rem * c.t1[e, j] / e1_max if e1_max > 0 else 0.0
         out[i, CAND_D] = c.b_ref[e, j] / b_max if b_max > 0 else 0.0
-        out[i, CAND_LOG_IDEAL] = np.log1p(c.ideal_pred[e, j] / 3600.0)
+        out[i, CAND_LOG_IDEAL] = np.log1p(rem * c.tk[e, j] / 3600.0)
 
 
 @_jit

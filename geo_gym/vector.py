@@ -22,9 +22,9 @@ from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env import VecEnv
 
 from geo_gym import decision, sim
-from geo_gym.env import GeoPipeEnv, draw_workload_seed, episode_summary
+from geo_gym.env import GeoPipeEnv, episode_summary, start_episode
 
-SUMMARY_KEYS = ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h")
+SUMMARY_KEYS = ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h", "failures")
 
 
 class GeoPipeVectorEnv(gym.vector.VectorEnv):
@@ -40,6 +40,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         window: int = 8,
         cost_weight: float = 0.1,
         max_jobs: int | None = None,
+        uncertainty=None,
+        warmup_workloads: int = 0,
         **kwargs,
     ):
         if int(num_envs) != num_envs or num_envs < 1:
@@ -47,7 +49,9 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         if kwargs:
             raise TypeError(f"unexpected arguments {sorted(kwargs)}")
         # The single env validates the arguments and fixes the spaces.
-        self._template = GeoPipeEnv(scenario, scenario_kwargs, window, cost_weight, max_jobs)
+        self._template = GeoPipeEnv(
+            scenario, scenario_kwargs, window, cost_weight, max_jobs, uncertainty, warmup_workloads
+        )
         self.num_envs = int(num_envs)
         self.single_observation_space = self._template.observation_space
         self.single_action_space = self._template.action_space
@@ -55,7 +59,10 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.cost_weight = self._template.cost_weight
         k, w = self._template.num_regions, self._template.window
-        self.core = sim.allocate(self.num_envs, k, self._template.max_jobs)
+        self.core = sim.ensure(
+            sim.allocate(self.num_envs, k, self._template.max_jobs),
+            **sim.required_sizes(self._template._make_scenario(0), self._template.uncertainty),
+        )
         self.opts = decision.allocate_options(self.num_envs, k, w)
         self._obs = np.zeros((self.num_envs,) + self.single_observation_space.shape, np.float32)
         self._masks = np.zeros((self.num_envs, self.single_action_space.n), np.bool_)
@@ -68,17 +75,10 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self.scenarios: list = [None] * num_envs
 
     def _load(self, e: int) -> None:
-        scen = self._template._make_scenario(draw_workload_seed(self._rngs[e]))
-        if scen.cluster.num_regions != self._template.num_regions:
-            raise ValueError(
-                f"scenario has {scen.cluster.num_regions} regions, the batch "
-                f"{self._template.num_regions} (fix num_regions in scenario_kwargs)"
-            )
-        if len(scen.jobs) > self.core.submit.shape[1]:
-            self.core = sim.grow(self.core, len(scen.jobs))
-        self.scenarios[e] = scen
-        self.jobs[e] = sim.load(self.core, e, scen)
-        self._scale[e] = self.core.ideal_pred[e, : len(self.jobs[e])].sum() / 3600.0
+        t = self._template
+        self.core, self.jobs[e], self.scenarios[e], self._scale[e] = start_episode(
+            self.core, e, t._checked_scenario, self._rngs[e], t.uncertainty, t.warmup_workloads
+        )
         decision.refresh(self.core, self.opts, e)
         self._check_deadlock(e)
         decision.encode(self.core, self.opts, e, self._obs[e])

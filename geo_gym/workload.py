@@ -24,6 +24,9 @@ class JobSpec:
     seq_len: int = catalog.DEFAULT_SEQ_LEN
     micro_batch: int = catalog.DEFAULT_MICRO_BATCH
     min_gpus: int = 1
+    # Fraction of its configured work the job will run before it ends (1 = completes). None:
+    # drawn from the uncertainty configuration's early-end rate. Hidden from schedulers.
+    fate_fraction: float | None = None
     # SchedMate-style metadata (user, task, ...) for duration predictors; free-form strings.
     metadata: dict = field(default_factory=dict, compare=False)
 
@@ -36,6 +39,10 @@ class JobSpec:
             v = getattr(self, f)
             if int(v) != v or v < 1:
                 raise ValueError(f"JobSpec {self.name!r}: {f} must be an integer >= 1, got {v!r}")
+        if self.fate_fraction is not None and not 0 < self.fate_fraction <= 1:
+            raise ValueError(
+                f"JobSpec {self.name!r}: fate_fraction must be in (0, 1], got {self.fate_fraction!r}"
+            )
         if self.micro_batch > self.model.batch_size:
             raise ValueError(
                 f"JobSpec {self.name!r}: micro_batch {self.micro_batch} exceeds the batch size "
