@@ -111,3 +111,15 @@ def test_benchmark_quick_runs(tmp_path):
     bace = summary[summary.policy == "bace_pipe"]
     assert (bace.norm_jct_mean == 1.0).all() and (bace.norm_cost_mean == 1.0).all()
     assert (tmp_path / "summary.md").read_text().startswith("|")
+
+
+@pytest.mark.parametrize("name", ["bace_pipe", "sjf", "lcf"])
+@pytest.mark.parametrize("preset", ["realistic", "schedmate"])
+def test_env_path_equals_fast_path_under_uncertainty(name, preset):
+    kwargs = {"num_regions": 4, "num_jobs": 8}
+    policy = baselines.make(name)
+    fast = simulate("random", policy, seed=9, scenario_kwargs=kwargs, env_kwargs={"uncertainty": preset, "warmup_workloads": 1})
+    info = env_rollout(policy, "random", 9, scenario_kwargs=kwargs, uncertainty=preset, warmup_workloads=1)
+    assert fast.summary["avg_jct_h"] == info["avg_jct_h"]
+    assert fast.summary["total_cost"] == info["total_cost"]
+    assert fast.summary["failures"] == info["failures"]

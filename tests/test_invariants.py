@@ -4,6 +4,7 @@ import numpy as np
 
 from geo_gym import sim
 from geo_gym.env import GeoPipeEnv
+from geo_gym.uncertainty import UncertaintyConfig
 
 
 def check_state(env):
@@ -13,7 +14,8 @@ def check_state(env):
     running = [j for j in range(n) if c.status[0, j] == sim.RUNNING]
     assert (free >= 0).all() and (free <= cap).all()
     held = c.alloc[0, running].sum(axis=0) if running else np.zeros_like(free)
-    assert (held + free == cap).all()  # Eq. (5), and no GPU leaks
+    assert (c.repairing[0] >= 0).all()
+    assert (held + free + c.repairing[0] == cap).all()  # Eq. (5), and no GPU leaks
     resv = np.zeros_like(c.resv[0])
     for j in running:
         p = c.path[0, j, : c.plen[0, j]]
@@ -22,18 +24,31 @@ def check_state(env):
             resv[v, u] += c.bj[0, j]
     assert np.allclose(resv, c.resv[0], atol=1e-9)
     assert (c.resv[0] <= c.bw[0] + 1e-6).all()  # Eq. (6)
-    assert c.n_pend[0] + len(running) + int(c.n_done[0]) == int(c.next_arr[0])
+    delayed = int((c.status[0, :n] == sim.DELAYED).sum())
+    assert delayed == c.n_dly[0]
+    assert c.n_pend[0] + len(running) + delayed + int(c.n_done[0]) == int(c.next_arr[0])
+    assert (c.done_iters[0, :n] <= c.iters[0, :n] + 1e-9).all()
     assert (c.cost[0] >= 0).all() and c.spent[0] >= 0
 
 
+HARSH = UncertaintyConfig.preset(
+    "schedmate", failure_rate_per_gpu_hour=2e-3, checkpoint_interval_hours=2.0,
+    predictor="schedmate", repair_median_hours=5.0,
+)
+
+
 def test_random_actions_keep_invariants():
+    """Every uncertainty feature on in two of every three worlds (failures 100x Llama 3's rate)."""
     steps = 0
+    failures = 0
     for world in range(80):
         env = GeoPipeEnv(
             "random",
             {"num_regions": 3 + world % 4, "mean_interarrival": [0.0, 600.0, 36000.0][world % 3]},
             window=[1, 4, 8][world % 3],
             cost_weight=0.05 * world,
+            uncertainty=[None, "realistic", HARSH][world % 3],
+            warmup_workloads=world % 2,
         )
         rng = np.random.default_rng(world)
         obs, info = env.reset(seed=world)
@@ -54,4 +69,7 @@ def test_random_actions_keep_invariants():
         assert (c.status[0, :n] == sim.DONE).all() and c.n_done[0] == n  # each ends once
         assert (c.start[0, :n] >= c.submit[0, :n]).all() and (c.end[0, :n] > c.start[0, :n]).all()
         assert len(info["jobs"]) == n
+        failures += info["failures"]
+        assert info["failures"] == sum(j["failures"] for j in info["jobs"])
     assert steps > 1000
+    assert failures > 50  # the failure path was exercised

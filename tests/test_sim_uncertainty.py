@@ -1,0 +1,141 @@
+"""The uncertainty layer inside the simulator core: fates, predictions, failures, repairs,
+failure handler, Metric Tracker (SchedMate; geo_gym/uncertainty)."""
+
+import numpy as np
+import pytest
+
+import baselines
+import geo_gym
+from geo_gym import catalog, sim
+from geo_gym.cluster import Cluster, Region
+from geo_gym.env import GeoPipeEnv
+from geo_gym.placement import RULE_PATHFINDER
+from geo_gym.scenarios import Scenario
+from geo_gym.uncertainty import UncertaintyConfig
+from geo_gym.workload import JobSpec
+
+QWEN = catalog.model_by_name("Qwen2.5-14B")  # K* = 48
+ALPACA = catalog.dataset_by_name("Alpaca-52k")
+
+
+def one_region(gpus=64, jobs=None):
+    cl = Cluster((Region("R", gpus, 0.2, 10.0), Region("S", gpus, 0.3, 10.0)))
+    return Scenario("test", cl, tuple(jobs or [JobSpec("j", QWEN, ALPACA)]))
+
+
+def loaded(scen, unc, history=None):
+    core = sim.ensure(sim.allocate(1, scen.cluster.num_regions, 1), **sim.required_sizes(scen, unc))
+    jobs = sim.load(core, 0, scen, np.random.default_rng(0), unc, history)
+    return core, jobs
+
+
+def test_failure_rolls_back_to_checkpoint_and_keeps_charging():
+    unc = UncertaintyConfig(failure_rate_per_gpu_hour=1e-3, checkpoint_interval_hours=1.0,
+                            repair_median_hours=3.0, repair_sigma=0.0)
+    core, _ = loaded(one_region(), unc)
+    g = 48
+    core.fail_e[0, 0, 0] = 2.5 * 1e-3 * g  # the first attempt fails after exactly 2.5 h
+    core.fail_e[0, 0, 1:] = np.inf
+    assert sim.run_fixed_policy(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0)
+    t_iter = core.t_iter[0, 0]
+    kept = 2.0 * 3600 / t_iter  # checkpoints at 1 h and 2 h; 0.5 h of work is lost
+    assert core.done_iters[0, 0] == pytest.approx(kept)
+    assert core.n_fail[0, 0] == 1 and core.attempt[0, 0] == 2
+    manual = unc.manual_delay_hours
+    restart = (2.5 + manual) * 3600
+    assert core.att_start[0, 0] == pytest.approx(restart)  # handler off: manual delay
+    assert core.end[0, 0] == pytest.approx(restart + (core.iters[0, 0] - kept) * t_iter)
+    rate = core.rate[0, 0]  # same placement: region R still has 63 >= 48 GPUs
+    assert core.cost[0, 0] == pytest.approx(rate * (2.5 * 3600 + (core.iters[0, 0] - kept) * t_iter))
+    assert core.repairing[0].sum() == 0 and (core.free[0] == core.cap[0]).all()
+
+
+def test_repaired_gpu_leaves_and_comes_back():
+    unc = UncertaintyConfig(failure_rate_per_gpu_hour=1e-3, repair_median_hours=3.0, repair_sigma=0.0)
+    core, _ = loaded(one_region(gpus=48), unc)
+    core.fail_e[0, 0, 0] = 1.0 * 1e-3 * 48  # fails after 1 h
+    core.fail_e[0, 0, 1:] = np.inf
+    feats = np.empty((1, 3), np.float32)
+    eff = np.empty((2, 2))
+    path, alloc = np.empty(2, np.int64), np.empty(2, np.int64)
+    assert sim.decide(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0, feats, eff, path, alloc) == 0
+    sim.advance(core, 0)  # the failure at 1 h
+    assert core.t[0] == pytest.approx(3600) and core.status[0, 0] == sim.DELAYED
+    assert core.repairing[0].tolist() == [1, 0] and core.free[0].tolist() == [47, 48]
+    sim.advance(core, 0)  # re-queued after the manual delay (2 h)
+    assert core.t[0] == pytest.approx(3 * 3600) and core.status[0, 0] == sim.PENDING
+    assert core.repairing[0].tolist() == [1, 0]
+    sim.advance(core, 0)  # the repair (3 h after the failure)
+    assert core.t[0] == pytest.approx(4 * 3600)
+    assert core.repairing[0].tolist() == [0, 0] and core.free[0].tolist() == [48, 48]
+
+
+def test_handler_recognised_failure_waits_only_the_diagnosis_delay():
+    unc = UncertaintyConfig(failure_rate_per_gpu_hour=1e-3, handler=True)
+    core, _ = loaded(one_region(), unc)
+    core.fail_e[0, 0, 0] = 1e-3 * 48
+    core.fail_e[0, 0, 1:] = np.inf
+    core.handler_u[0, 0, 0] = 0.0  # below the true-positive rate: recognised
+    assert sim.run_fixed_policy(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0)
+    assert core.att_start[0, 0] == pytest.approx((1.0 + unc.diagnosis_delay_hours) * 3600)
+
+
+def test_same_seed_same_failures_and_fates():
+    kw = dict(scenario_kwargs={"num_regions": 4}, env_kwargs={"uncertainty": "realistic"})
+    a = geo_gym.simulate("random", baselines.make("bace_pipe"), seed=7, **kw)
+    b = geo_gym.simulate("random", baselines.make("bace_pipe"), seed=7, **kw)
+    assert a.summary == b.summary and a.jobs.equals(b.jobs)
+    assert a.summary["failures"] == a.jobs["failures"].sum()
+
+
+def test_early_ends_are_hidden_from_user_estimates():
+    kw = dict(scenario_kwargs={"num_regions": 4, "num_jobs": 24},
+              env_kwargs={"uncertainty": UncertaintyConfig(predictor="user-estimate", early_end_rate=0.5)})
+    jobs = geo_gym.simulate("random", baselines.make("fcfs"), seed=1, **kw).jobs
+    early = jobs["iters"] < jobs["configured_iters"]
+    assert 0 < early.sum() < len(jobs)
+    assert (jobs["predicted_iters"] == jobs["configured_iters"]).all()
+
+
+def test_retrieval_finds_planted_history_and_falls_back():
+    target = JobSpec("t", QWEN, ALPACA, metadata={"user": "alice"})
+    other = JobSpec("o", catalog.model_by_name("FLM-101B"), catalog.dataset_by_name("OpenWebText"),
+                    metadata={"user": "bob"})
+    history = [(JobSpec("h", QWEN, ALPACA, metadata={"user": "alice"}), 40.0)] * 3
+    history += [(JobSpec("x", catalog.model_by_name("Falcon-40B"), catalog.dataset_by_name("WikiText-103"),
+                         metadata={"user": "carol"}), 9999.0)]
+    core, jobs = loaded(one_region(jobs=[target, other]), UncertaintyConfig(predictor="schedmate"), history)
+    names = [j.name for j in jobs]
+    t, o = names.index("t"), names.index("o")
+    assert core.pred_hit[0, t] and core.pred_iters[0, t] == pytest.approx(40.0)
+    assert not core.pred_hit[0, o] and core.pred_iters[0, o] == core.full_iters[0, o]
+
+
+def test_retrieval_store_grows_as_jobs_finish():
+    jobs = [JobSpec(f"j{i}", QWEN, ALPACA, submit=i * 400_000.0, metadata={"user": "u"}) for i in range(3)]
+    core, _ = loaded(one_region(jobs=jobs), UncertaintyConfig(predictor="schedmate"))
+    assert sim.run_fixed_policy(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0)
+    assert core.n_store[0] == 3
+    assert not core.pred_hit[0, 0]  # nothing had finished when j0 arrived
+    assert core.pred_hit[0, 2] and core.pred_iters[0, 2] == pytest.approx(core.iters[0, 0])
+
+
+def test_metric_tracker_in_the_observation():
+    perfect = GeoPipeEnv("paper-fig1", window=2)
+    blind = GeoPipeEnv("paper-fig1", window=2, uncertainty=UncertaintyConfig(tracker_detect_prob=0.0))
+    for env in (perfect, blind):
+        env.reset(seed=0)
+        obs, *_ = env.step(0)  # start P
+    c = perfect.core
+    j = int(c.run[0, 0])
+    truth_h = (c.end[0, j] - c.t[0]) / 3600
+    assert perfect._obs[7] == 1.0 and perfect._obs[6] == pytest.approx(np.log1p(truth_h), rel=1e-5)
+    assert blind._obs[7] == 0.0 and blind._obs[6] == 0.0
+
+
+def test_schedmate_sjf_runs_with_its_own_predictor_and_handler():
+    pol = baselines.make("schedmate_sjf")
+    assert pol.uncertainty == {"predictor": "schedmate", "handler": True}
+    res = geo_gym.simulate("random", pol, seed=2, scenario_kwargs={"num_regions": 4},
+                           env_kwargs={"uncertainty": "realistic"})
+    assert res.summary["num_jobs"] == len(res.jobs)
