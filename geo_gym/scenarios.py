@@ -7,6 +7,8 @@
 | paper-default | Table II, B_uv = (B_u + B_v)/2       | Table III jobs (cycled), datasets by seed |
 | paper-fig1    | Fig. 1's regions A-D, Mbps links     | jobs P (Qwen2.5-14B), Q (Llama-3.1-70B)   |
 | random        | 3-6 random regions (seeded)          | random Table III jobs, Poisson arrivals   |
+| recurring     | Table II                             | users resubmitting variants of templates, |
+|               |                                      | Poisson arrivals, recurring early ends    |
 
 Knobs: ``bandwidth_scale`` (Fig. 5), ``capacity_scale`` (Fig. 6), ``num_jobs`` (Fig. 7), and
 for ``random`` also ``num_regions`` and ``mean_interarrival`` (seconds).
@@ -147,10 +149,73 @@ def random_scenario(
     return Scenario("random", cluster, jobs)
 
 
+# Early-end end points are skewed to small fractions (many failures happen early): the same
+# Beta as geo_gym/uncertainty/workload.py.
+_END_POINT_BETA = (0.7, 2.0)
+
+
+def recurring(
+    seed: int = 0,
+    num_jobs: int = 60,
+    num_users: int = 6,
+    templates_per_user: int = 3,
+    mean_interarrival: float = 1800.0,
+    early_end_rate: float = 0.45,
+    population_seed: int = 0,
+    bandwidth_scale: float = 1.0,
+    capacity_scale: float = 1.0,
+) -> Scenario:
+    """A workload with the recurring structure of real clusters (SchedMate 2.2, Acme): each
+    user owns a few templates (a Table III model, a dataset, an epoch count) and resubmits
+    variants of them (epochs jittered by 10%). Each template has its own early-end probability
+    (mean ``early_end_rate``) and typical end point, so fates recur too, which is what makes
+    history-based prediction work. Fates are part of the world (``JobSpec.fate_fraction``);
+    predictors never see them. The users and their templates come from ``population_seed``
+    (the same cluster population in every episode), the job stream from ``seed``."""
+    num_jobs = _check_num_jobs(num_jobs)
+    if not 0 <= early_end_rate <= 1:
+        raise ValueError(f"early_end_rate must be in [0, 1], got {early_end_rate!r}")
+    if num_users < 1 or templates_per_user < 1:
+        raise ValueError("num_users and templates_per_user must be >= 1")
+    pop = np.random.default_rng(population_seed)
+    rng = np.random.default_rng(seed)
+    cluster = _paper_cluster_scaled(float(bandwidth_scale), float(capacity_scale))
+    n_t = num_users * templates_per_user
+    t_model = pop.integers(0, len(catalog.PAPER_MODELS), size=n_t)
+    # fine-tuning-sized runs: Alpaca mostly, some WikiText; OpenWebText runs take months here
+    t_data = pop.choice([0, 0, 0, 1], size=n_t)
+    t_epochs = pop.choice([0.5, 1.0, 2.0, 3.0], size=n_t)
+    # A low Beta concentration makes templates bimodal: mostly-always or mostly-never ending
+    # early, as recurring jobs of one user tend to be (same code, same bug, same habit).
+    conc = 0.3
+    t_p_early = pop.beta(max(early_end_rate, 1e-9) * conc, max(1 - early_end_rate, 1e-9) * conc, size=n_t)
+    t_end = pop.beta(*_END_POINT_BETA, size=n_t)
+    arrivals = np.concatenate([[0.0], np.cumsum(rng.exponential(mean_interarrival, size=num_jobs - 1))])
+    jobs = []
+    for i in range(num_jobs):
+        t = int(rng.integers(0, n_t))
+        model = catalog.PAPER_MODELS[int(t_model[t])]
+        early = rng.random() < t_p_early[t]
+        fate = float(np.clip(t_end[t] * rng.lognormal(0.0, 0.25), 0.01, 1.0)) if early else None
+        jobs.append(
+            JobSpec(
+                name=f"job{i + 1}-u{t // templates_per_user}-t{t}",
+                model=model,
+                dataset=catalog.PAPER_DATASETS[int(t_data[t])],
+                submit=float(arrivals[i]),
+                epochs=float(t_epochs[t] * rng.uniform(0.9, 1.1)),
+                fate_fraction=fate,
+                metadata={"user": f"user{t // templates_per_user}", "name": f"template{t}"},
+            )
+        )
+    return Scenario("recurring", cluster, tuple(jobs))
+
+
 SCENARIOS = {
     "paper-default": paper_default,
     "paper-fig1": paper_fig1,
     "random": random_scenario,
+    "recurring": recurring,
 }
 
 

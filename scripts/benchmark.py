@@ -12,6 +12,16 @@ Experiments (each over --seeds workload draws of `paper-default`, datasets drawn
 Average JCT and total cost are normalised to BACE-Pipe on the same seed; the tables give the
 mean and standard deviation over seeds. Writes <out>/<experiment>.csv (one row per run),
 <out>/summary.csv, <out>/summary.md and <out>/<experiment>.png.
+
+    python scripts/benchmark.py --uncertainty --out docs/results
+
+runs instead the SchedMate experiment on the `recurring` workload (users resubmitting
+variants, Poisson arrivals, 45% early ends, 2 warm-up workloads of history): BACE-Pipe and
+SJF under oracle / noisy (sigma 1) / user-estimate / schedmate (retrieval) / metadata-only
+predictions, with infrastructure failures at the Llama 3 rate and at 10x, the failure handler
+off and on, plus schedmate_sjf (retrieval + handler). Writes uncertainty.csv,
+uncertainty_summary.csv/.md and uncertainty.png; avg JCT is normalised to the same policy
+with oracle predictions and the handler on, same seed and failure rate.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.R
 parser.add_argument("--out", type=Path, default=Path("docs/results"))
 parser.add_argument("--seeds", type=int, default=20, help="workload draws per setting")
 parser.add_argument("--quick", action="store_true", help="2 seeds, fewer settings: a smoke run")
+parser.add_argument("--uncertainty", action="store_true", help="run the SchedMate experiment")
 args = parser.parse_args()
 
 MAIN = ["bace_pipe", "ldf", "lcf", "cr_lcf", "cr_ldf"]
@@ -109,8 +120,86 @@ def plot(name: str, summary: pd.DataFrame, knob, path: Path) -> None:
     plt.close(fig)
 
 
+PREDICTIONS = {
+    "oracle": {"predictor": "oracle"},
+    "noisy": {"predictor": "noisy", "predictor_kwargs": {"sigma": 1.0}},
+    "user-estimate": {"predictor": "user-estimate"},
+    "schedmate": {"predictor": "schedmate"},
+    "metadata-only": {"predictor": "metadata-only"},
+}
+FAILURE_SCALES = [1.0, 10.0]
+
+
+def run_uncertainty() -> None:
+    from geo_gym.uncertainty import UncertaintyConfig
+    from geo_gym.uncertainty.failures import LLAMA3_RATE_PER_GPU_HOUR
+
+    seeds = 2 if args.quick else args.seeds
+    preds = dict(list(PREDICTIONS.items())[:2]) if args.quick else PREDICTIONS
+    configs = []
+    for scale in FAILURE_SCALES:
+        for handler in (False, True):
+            for pol in ("bace_pipe", "sjf"):
+                for pname, pkw in preds.items():
+                    configs.append((pol, pname, scale, handler, pkw))
+        configs.append(("schedmate_sjf", "schedmate", scale, True, {}))
+    rows = []
+    jobs = [(c, s) for c in configs for s in range(seeds)]
+    for (pol, pname, scale, handler, pkw), seed in tqdm(jobs, desc="uncertainty"):
+        unc = UncertaintyConfig(
+            **pkw,
+            early_end_rate=0.45,
+            failure_rate_per_gpu_hour=LLAMA3_RATE_PER_GPU_HOUR * scale,
+            handler=handler,
+        )
+        res = simulate(
+            "recurring", baselines.make(pol), seed=seed,
+            env_kwargs={"uncertainty": unc, "warmup_workloads": 2},
+        )
+        j = res.jobs
+        rows.append(
+            {
+                "policy": pol, "prediction": pname, "failure_scale": scale, "handler": handler,
+                "seed": seed,
+                **{k: res.summary[k] for k in ("avg_jct_h", "total_cost", "avg_wait_h", "failures")},
+                "within_100pct": float(((j.predicted_iters - j.iters).abs() / j.iters <= 1.0).mean()),
+            }
+        )
+    df = pd.DataFrame(rows)
+    ref = df[(df.prediction == "oracle") & df.handler].set_index(["policy", "failure_scale", "seed"])
+    base = df.policy.replace({"schedmate_sjf": "sjf"})
+    key = pd.MultiIndex.from_arrays([base, df.failure_scale, df.seed])
+    df["jct_vs_oracle"] = df.avg_jct_h.to_numpy() / ref.loc[key, "avg_jct_h"].to_numpy()
+    df.to_csv(args.out / "uncertainty.csv", index=False)
+    summary = (
+        df.groupby(["failure_scale", "handler", "policy", "prediction"], sort=False)
+        .agg(avg_jct_h=("avg_jct_h", "mean"), jct_vs_oracle=("jct_vs_oracle", "mean"),
+             jct_vs_oracle_std=("jct_vs_oracle", "std"), total_cost=("total_cost", "mean"),
+             failures=("failures", "mean"), within_100pct=("within_100pct", "mean"),
+             seeds=("seed", "count"))
+        .reset_index()
+    )
+    summary.to_csv(args.out / "uncertainty_summary.csv", index=False)
+    (args.out / "uncertainty_summary.md").write_text(summary.round(3).to_markdown(index=False) + "\n")
+    fig, axes = plt.subplots(1, len(FAILURE_SCALES), figsize=(10, 3.4), sharey=True)
+    for ax, scale in zip(axes, FAILURE_SCALES, strict=True):
+        s = summary[summary.failure_scale == scale]
+        labels = [f"{p}\n{q}\n{'FH' if h else 'no FH'}" for p, q, h in zip(s.policy, s.prediction, s.handler, strict=True)]
+        ax.bar(range(len(s)), s.avg_jct_h, color=["#4c72b0" if h else "#dd8452" for h in s.handler])
+        ax.set_xticks(range(len(s)), labels, fontsize=4.5, rotation=90)
+        ax.set_title(f"failures x{scale:g} Llama 3 rate", fontsize=8)
+    axes[0].set_ylabel("avg JCT (h)")
+    fig.tight_layout()
+    fig.savefig(args.out / "uncertainty.png", dpi=90)
+    plt.close(fig)
+    print(summary.round(3).to_string(index=False))
+
+
 def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.uncertainty:
+        run_uncertainty()
+        return
     summaries = []
     for name, (knob, values, policies) in tqdm(EXPERIMENTS.items(), desc="experiments"):
         df = run_experiment(name, knob, values, policies)
