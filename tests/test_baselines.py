@@ -123,3 +123,22 @@ def test_env_path_equals_fast_path_under_uncertainty(name, preset):
     assert fast.summary["avg_jct_h"] == info["avg_jct_h"]
     assert fast.summary["total_cost"] == info["total_cost"]
     assert fast.summary["failures"] == info["failures"]
+
+
+def test_benchmark_uncertainty_quick_runs(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--uncertainty", "--quick", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = pd.read_csv(tmp_path / "uncertainty_summary.csv")
+    oracle = summary[(summary.prediction == "oracle") & summary.handler]
+    assert (oracle.jct_vs_oracle == 1.0).all() and (oracle.within_100pct == 1.0).all()
+    assert (summary.failures > 0).any() and (tmp_path / "uncertainty.png").stat().st_size > 0
