@@ -35,7 +35,7 @@ _FIXED = {
 
 # SchedMate's standalone scheduler (section 4.3): SJF whose durations come from the Scheduling
 # Advisor, with the Failure Handler restarting recognised infrastructure failures.
-_SCHEDMATE = {"predictor": "schedmate", "handler": True}
+_SCHEDMATE = {"predictor": "schedmate", "predictor_kwargs": {}, "handler": True}
 
 
 def names() -> list[str]:

@@ -88,12 +88,16 @@ def draw_workload_seed(rng: np.random.Generator) -> int:
 
 
 def as_uncertainty(uncertainty) -> UncertaintyConfig:
+    """None (perfect world), a preset name, a dict of UncertaintyConfig fields (optionally with
+    "preset": name as the base), or an UncertaintyConfig."""
     if uncertainty is None:
         return UncertaintyConfig()
     if isinstance(uncertainty, str):
         return UncertaintyConfig.preset(uncertainty)
     if isinstance(uncertainty, dict):
-        return UncertaintyConfig(**uncertainty)
+        fields = dict(uncertainty)
+        preset = fields.pop("preset", None)
+        return UncertaintyConfig.preset(preset, **fields) if preset else UncertaintyConfig(**fields)
     if isinstance(uncertainty, UncertaintyConfig):
         return uncertainty
     raise ValueError(f"uncertainty must be a preset name, dict or UncertaintyConfig, got {uncertainty!r}")

@@ -135,7 +135,7 @@ def test_metric_tracker_in_the_observation():
 
 def test_schedmate_sjf_runs_with_its_own_predictor_and_handler():
     pol = baselines.make("schedmate_sjf")
-    assert pol.uncertainty == {"predictor": "schedmate", "handler": True}
+    assert pol.uncertainty == {"predictor": "schedmate", "predictor_kwargs": {}, "handler": True}
     res = geo_gym.simulate("random", pol, seed=2, scenario_kwargs={"num_regions": 4},
                            env_kwargs={"uncertainty": "realistic"})
     assert res.summary["num_jobs"] == len(res.jobs)

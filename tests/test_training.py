@@ -47,3 +47,23 @@ def test_checkpoint_reload_gives_identical_actions(tmp_path):
     a1, _ = AgentPolicy(model).predict(batch)
     a2, _ = AgentPolicy(again).predict(batch)
     assert np.array_equal(a1, a2)
+
+
+def test_evaluate_script_compares_baselines_and_checkpoints(tmp_path):
+    env = make_vec_env(2, "paper-fig1", seed=0, window=2)
+    model = make_model("maskable-ppo", env, seed=0, tensorboard_log=None, n_steps=32, batch_size=32)
+    model.learn(64)
+    ckpt = tmp_path / "agentrun" / "last.zip"
+    ckpt.parent.mkdir()
+    model.save(str(ckpt))
+    cmd = [
+        sys.executable, str(ROOT / "scripts" / "evaluate.py"), "--policies", "lcf", "sjf", str(ckpt),
+        "--scenario", "paper-fig1", "--window", "2", "--seeds", "2", "--uncertainty", "realistic",
+        "--out", str(tmp_path / "out"),
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    table = pd.read_csv(tmp_path / "out" / "table.csv", index_col=0)
+    assert {"lcf", "sjf", "agentrun", "bace_pipe"} == set(table.index)
+    assert table.loc["bace_pipe", "jct_vs_bace"] == 1.0
+    assert (tmp_path / "out" / "jct_cdf.png").exists() and (tmp_path / "out" / "cost.png").exists()
