@@ -85,13 +85,17 @@ def _compute_options(c, o, e):
     eff = np.empty((k, k))
     residual_bandwidth(c, e, eff)
     tc, ws = scratch(c, e)
+    free, prices = c.free[e], c.price[e]
     any_valid = False
     for s in range(n):
         j = c.pend[e, s]
         o.win[e, s] = j
-        fill_tc(c, e, j, tc)
+        kstar, act, min_gpus = c.kstar[e, j], c.act[e, j], c.min_gpus[e, j]
+        fill_tc(c.work[e, j], kstar, c.overhead[e], tc)
         for r in range(NUM_RULES):
-            g, plen = job_placement(c, e, j, r, eff, tc, ws, o.path[e, s, r], o.alloc[e, s, r])
+            g, plen = job_placement(
+                free, prices, eff, kstar, act, min_gpus, r, tc, ws, o.path[e, s, r], o.alloc[e, s, r]
+            )
             o.g[e, s, r] = g
             o.plen[e, s, r] = plen
             if g > 0:
@@ -177,7 +181,11 @@ def encode(c, o, e, out):
     known = 0
     soonest = np.inf
     for i in range(c.n_run[e]):
-        ok, hours = tracked_remaining_h(c, e, c.run[e, i])
+        j = c.run[e, i]
+        ok, hours = tracked_remaining_h(
+            c.track_known[e, j], c.done_iters[e, j], c.t[e] - c.att_start[e, j], c.t_iter[e, j],
+            c.full_iters[e, j], c.track_zf[e, j], c.track_zs[e, j],
+        )
         if ok:
             known += 1
             soonest = min(soonest, hours)
@@ -239,7 +247,7 @@ def encode(c, o, e, out):
                     rate += o.alloc[e, s, r, q] * c.price[e, q]
                 out[p] = 1.0
                 out[p + 1] = g / c.kstar[e, j]
-                out[p + 2] = np.log1p(remaining_pred(c, e, j) * t_iter / 3600.0)
+                out[p + 2] = np.log1p(remaining_pred(c.pred_iters[e, j], c.done_iters[e, j]) * t_iter / 3600.0)
                 out[p + 3] = rate / (c.kstar[e, j] * max_price)
             else:
                 out[p : p + NUM_OPTION] = 0.0

@@ -322,7 +322,7 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history) -> 
     core.fail_e[e] = np.inf
     core.fail_e[e, :n, :a] = draws.fail_e[:, :a]
     core.repair_h[e] = 0.0
-    core.repair_h[e, :n, :a] = repair_hours_array(draws.repair_z[:, :a], unc)
+    core.repair_h[e, :n, :a] = repair_hours(draws.repair_z[:, :a], unc.repair_median_hours, unc.repair_sigma)
     core.handler_u[e] = 1.0
     core.handler_u[e, :n, :a] = draws.handler_u[:, :a]
     sigma = unc.tracker_sigma()
@@ -332,13 +332,6 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history) -> 
     core.track_zs[e] = 1.0
     core.track_zf[e, :n] = np.exp(sigma * draws.tracker_z[:, 0])
     core.track_zs[e, :n] = np.exp(sigma * draws.tracker_z[:, 1])
-
-
-def repair_hours_array(z: np.ndarray, unc: UncertaintyConfig) -> np.ndarray:
-    out = np.empty_like(z)
-    for idx in np.ndindex(z.shape):
-        out[idx] = repair_hours(z[idx], unc.repair_median_hours, unc.repair_sigma)
-    return out
 
 
 @_jit
@@ -579,22 +572,21 @@ def scratch(c, e):
 
 
 @_jit
-def fill_tc(c, e, j, tc):
-    """tc[L] = t_comp(L) of job j for L = 1..K* (Table I); tc[0] is unused."""
+def fill_tc(work, kstar, overhead, tc):
+    """tc[L] = t_comp(L) of a job for L = 1..K* (Table I); tc[0] is unused."""
     tc[0] = np.inf
-    for L in range(1, c.kstar[e, j] + 1):
-        tc[L] = t_comp_nb(c.work[e, j], L, c.overhead[e])
+    for L in range(1, kstar + 1):
+        tc[L] = t_comp_nb(work, L, overhead)
 
 
 @_jit
-def job_placement(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
-    """Apply placement rule ``rule`` to pending job j on the current state; (0, 0) if the rule
-    finds nothing or fewer than the job's min_gpus. ``tc`` holds job j's t_comp table
-    (``fill_tc``), ``eff`` the residual bandwidth (``residual_bandwidth``)."""
-    g, n = apply_rule(
-        rule, c.free[e], c.price[e], eff, c.kstar[e, j], c.act[e, j], tc, out_path, out_alloc, ws
-    )
-    if g < c.min_gpus[e, j]:
+def job_placement(free, prices, eff, kstar, act, min_gpus, rule, tc, ws, out_path, out_alloc):
+    """Apply placement rule ``rule`` to a pending job (K*, activation, min_gpus) on the free
+    GPUs; (0, 0) if the rule finds nothing or fewer than min_gpus. ``tc`` holds the job's
+    t_comp table (``fill_tc``), ``eff`` the residual bandwidth (``residual_bandwidth``).
+    Takes arrays, not the Core: passing the whole state tuple into a hot inner call costs."""
+    g, n = apply_rule(rule, free, prices, eff, kstar, act, tc, out_path, out_alloc, ws)
+    if g < min_gpus:
         return 0, 0
     return g, n
 
@@ -661,23 +653,23 @@ def place(c, e, j, path, plen, alloc):
 
 
 @_jit
-def remaining_pred(c, e, j):
+def remaining_pred(pred_iters, done_iters):
     """Predicted iterations still to run: the prediction minus checkpointed progress (a
     restarted job's scheduler knows its checkpoint), at least 1% of the prediction."""
-    return max(c.pred_iters[e, j] - c.done_iters[e, j], 0.01 * c.pred_iters[e, j])
+    return max(pred_iters - done_iters, 0.01 * pred_iters)
 
 
 @_jit
-def tracked_remaining_h(c, e, j):
+def tracked_remaining_h(known, done_iters, elapsed, t_iter, full_iters, zf, zs):
     """The Metric Tracker's view of a running job: (known, hours left) from its observed
     progress fraction (of the configured steps) and observed step time; (False, nan) when
-    the job's progress is not visible (SchedMate 3.2)."""
-    if not c.track_known[e, j]:
+    the job's progress is not visible (SchedMate 3.2). ``zf``/``zs`` are the job's noise
+    factors, ``elapsed`` the seconds since its attempt started."""
+    if not known:
         return False, np.nan
-    progress = c.done_iters[e, j] + (c.t[e] - c.att_start[e, j]) / c.t_iter[e, j]
-    frac = min(max(progress / c.full_iters[e, j] * c.track_zf[e, j], 0.0), 1.0)
-    step = c.t_iter[e, j] * c.track_zs[e, j]
-    return True, (1.0 - frac) * c.full_iters[e, j] * step / 3600.0
+    progress = done_iters + elapsed / t_iter
+    frac = min(max(progress / full_iters * zf, 0.0), 1.0)
+    return True, (1.0 - frac) * full_iters * t_iter * zs / 3600.0
 
 
 # ------------------------------------------------------------------ decisions shared by all paths
@@ -696,11 +688,11 @@ def candidate_features(c, e, n, out):
     b_max = 0.0
     for i in range(n):
         j = c.pend[e, i]
-        e1_max = max(e1_max, remaining_pred(c, e, j) * c.t1[e, j])
+        e1_max = max(e1_max, remaining_pred(c.pred_iters[e, j], c.done_iters[e, j]) * c.t1[e, j])
         b_max = max(b_max, c.b_ref[e, j])
     for i in range(n):
         j = c.pend[e, i]
-        rem = remaining_pred(c, e, j)
+        rem = remaining_pred(c.pred_iters[e, j], c.done_iters[e, j])
         out[i, CAND_I] = rem * c.t1[e, j] / e1_max if e1_max > 0 else 0.0
         out[i, CAND_D] = c.b_ref[e, j] / b_max if b_max > 0 else 0.0
         out[i, CAND_LOG_IDEAL] = np.log1p(rem * c.tk[e, j] / 3600.0)
@@ -738,10 +730,14 @@ def decide(c, e, order, rule, window, feats, eff, out_path, out_alloc):
     residual_bandwidth(c, e, eff)
     idx = order_candidates(order, feats, n, alpha32)
     tc, ws = scratch(c, e)
+    free, prices = c.free[e], c.price[e]
     for m in range(n):
         j = c.pend[e, idx[m]]
-        fill_tc(c, e, j, tc)
-        g, plen = job_placement(c, e, j, rule, eff, tc, ws, out_path, out_alloc)
+        fill_tc(c.work[e, j], c.kstar[e, j], c.overhead[e], tc)
+        g, plen = job_placement(
+            free, prices, eff, c.kstar[e, j], c.act[e, j], c.min_gpus[e, j], rule, tc, ws,
+            out_path, out_alloc,
+        )
         if g > 0:
             code = place(c, e, j, out_path, plen, out_alloc)
             if code == FEASIBLE:

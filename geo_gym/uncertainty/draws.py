@@ -31,18 +31,17 @@ def draw_episode(rng: np.random.Generator, n_jobs: int, max_attempts: int = 16) 
     if n_jobs < 0 or max_attempts < 1:
         raise ValueError(f"need n_jobs >= 0 and max_attempts >= 1, got {n_jobs}, {max_attempts}")
     g = dict(zip(COMPONENTS, rng.spawn(len(COMPONENTS)), strict=True))
-    # Per-attempt arrays are drawn one attempt column at a time, so attempt a of job j gets
-    # the same number for any max_attempts >= a + 1.
+    # Per-attempt arrays are drawn one attempt column at a time (an (attempts, jobs) block is
+    # the same stream), so attempt a of job j gets the same number for any max_attempts > a.
     def per_attempt(gen: np.random.Generator, kind: str) -> np.ndarray:
-        out = np.empty((n_jobs, max_attempts))
-        for a in range(max_attempts):
-            if kind == "exp":
-                out[:, a] = gen.standard_exponential(n_jobs)
-            elif kind == "normal":
-                out[:, a] = gen.standard_normal(n_jobs)
-            else:
-                out[:, a] = gen.random(n_jobs)
-        return out
+        shape = (max_attempts, n_jobs)
+        if kind == "exp":
+            block = gen.standard_exponential(shape)
+        elif kind == "normal":
+            block = gen.standard_normal(shape)
+        else:
+            block = gen.random(shape)
+        return np.ascontiguousarray(block.T)
 
     return EpisodeDraws(
         pred_z=g["predictor"].standard_normal(n_jobs),
