@@ -77,14 +77,10 @@ import gymnasium as gym
 import numpy as np
 
 from geo_gym import decision, sim
+from geo_gym.loading import start_episode
 from geo_gym.placement import NUM_RULES, RULE_NAMES
 from geo_gym.scenarios import Scenario, make_scenario
 from geo_gym.uncertainty import UncertaintyConfig
-
-
-def draw_workload_seed(rng: np.random.Generator) -> int:
-    """The seed of the next episode's workload; the env and ``geo_gym.simulate`` share it."""
-    return int(rng.integers(0, 2**31 - 1))
 
 
 def as_uncertainty(uncertainty) -> UncertaintyConfig:
@@ -101,25 +97,6 @@ def as_uncertainty(uncertainty) -> UncertaintyConfig:
     if isinstance(uncertainty, UncertaintyConfig):
         return uncertainty
     raise ValueError(f"uncertainty must be a preset name, dict or UncertaintyConfig, got {uncertainty!r}")
-
-
-def start_episode(core, e, make, rng, unc: UncertaintyConfig, warmup_workloads: int = 0):
-    """Draw one episode from ``rng`` (workload, warm-up history, fates, noise, failures) and
-    load it into slot e; returns (core, jobs, scenario, scale). Shared by the env, the vector
-    env and ``geo_gym.simulate`` so that the same seed gives the same episode everywhere."""
-    scen = make(draw_workload_seed(rng))
-    history = []
-    for _ in range(warmup_workloads):
-        past = make(draw_workload_seed(rng))
-        fates = sim._fates(past.jobs, unc, rng)
-        for job, f in zip(past.jobs, fates, strict=True):
-            iters = sim.profile(job, past.cluster.gpu, past.stage_overhead, past.cluster.intra_region_gbps).iterations
-            history.append((job, max(1.0, round(iters * f))))
-    core = sim.ensure(core, **sim.required_sizes(scen, unc))
-    jobs = sim.load(core, e, scen, rng, unc, history)
-    n = len(jobs)
-    scale = float((core.full_iters[e, :n] * core.tk[e, :n]).sum() / 3600.0)
-    return core, jobs, scen, scale
 
 
 def episode_records(core: sim.Core, e: int, jobs: list, region_names) -> list[dict]:

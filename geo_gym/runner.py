@@ -16,7 +16,8 @@ import pandas as pd
 from gymnasium.utils import seeding
 
 from geo_gym import sim
-from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_records, episode_summary, start_episode
+from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_records, episode_summary
+from geo_gym.loading import start_episode
 from geo_gym.scenarios import Scenario, make_scenario
 
 

@@ -21,10 +21,11 @@ Uncertainty (SchedMate; geo_gym/uncertainty, all off by default):
     leave for a repair time, and the job re-enters the queue after the failure handler's delay
     (diagnosis when recognised, manual intervention otherwise).
 At one instant events are processed as: completions and failures, repairs, re-queues, arrivals.
-All random numbers are drawn up front at load from the caller's seeded generator.
+All random numbers are drawn up front when an episode is loaded (``geo_gym.loading``) from the
+caller's seeded generator.
 
 The queue is kept in submit order; ``pend[e, :n_pend[e]]`` are the pending job indices.
-Job indices are the workload's jobs sorted by submit time (stable), see ``load``.
+Job indices are the workload's jobs sorted by submit time (stable), see ``loading.load``.
 """
 
 from __future__ import annotations
@@ -37,14 +38,9 @@ import numpy as np
 from geo_gym import costmodel
 from geo_gym.costmodel import alpha_nb, min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
 from geo_gym.placement import FEASIBLE, apply_rule, check_kernel
-from geo_gym.scenarios import Scenario
-from geo_gym.uncertainty import UncertaintyConfig, draw_episode
-from geo_gym.uncertainty.failures import checkpoint_rollback, repair_hours, time_to_failure
+from geo_gym.uncertainty.failures import checkpoint_rollback, time_to_failure
 from geo_gym.uncertainty.handler import handle_failure
-from geo_gym.uncertainty.metadata import JobMetadata
-from geo_gym.uncertainty.predictors import RetrievalPredictor, retrieval_estimate, store_append
-from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
-from geo_gym.workload import profile
+from geo_gym.uncertainty.predictors import retrieval_estimate, store_append
 
 _jit = numba.njit(cache=True)
 
@@ -175,163 +171,6 @@ def ensure(core: Core, max_jobs: int = 0, attempts: int = 0, store: int = 0, dim
         src, dst = getattr(core, name), getattr(new, name)
         dst[(slice(None),) + tuple(slice(0, s) for s in src.shape[1:])] = src
     return new
-
-
-def job_metadata(job) -> JobMetadata:
-    """What a SchedMate-style Metadata Extractor would read off a job (uncertainty/metadata)."""
-    md = job.metadata
-    return JobMetadata(
-        family=md.get("family", job.model.family or job.model.name),
-        size_b=job.model.params / 1e9,
-        dataset=md.get("dataset", job.dataset.name),
-        task=md.get("task", "pretrain" if job.dataset.samples > 1_000_000 else "sft"),
-        user=md.get("user", ""),
-        gpus=int(md.get("gpus", 1)),
-        name=md.get("name", job.model.name),
-    )
-
-
-def required_sizes(scenario: Scenario, unc: UncertaintyConfig) -> dict:
-    """The core sizes ``load`` needs for this scenario and uncertainty configuration."""
-    sizes = {"max_jobs": len(scenario.jobs), "attempts": unc.max_attempts}
-    pred = unc.make_predictor()
-    if isinstance(pred, RetrievalPredictor):
-        sizes.update(store=pred.store.vecs.shape[0], dim=pred.vectorizer.dim)
-    return sizes
-
-
-def load(
-    core: Core,
-    e: int,
-    scenario: Scenario,
-    rng: np.random.Generator | None = None,
-    uncertainty: UncertaintyConfig | None = None,
-    history: list | None = None,
-) -> list:
-    """Write ``scenario`` into slot ``e`` of ``core`` and reset it; returns the jobs in core
-    index order (sorted by submit time, stable). ``rng`` draws the episode's random numbers
-    (fates, noise, failures); ``history`` is a list of (JobSpec, executed iterations) that
-    pre-fill the retrieval store (a warm-up workload). ``core`` must be large enough
-    (``ensure(core, **required_sizes(...))``)."""
-    unc = uncertainty or UncertaintyConfig()
-    rng = rng if rng is not None else np.random.default_rng(0)
-    cl = scenario.cluster
-    k = cl.num_regions
-    if core.cap.shape[1] != k:
-        raise ValueError(f"core has {core.cap.shape[1]} regions, scenario {k}")
-    jobs = sorted(scenario.jobs, key=lambda j: j.submit)
-    n = len(jobs)
-    sizes = _sizes(core)
-    if n > sizes["J"]:
-        raise ValueError(f"scenario has {n} jobs, more than max_jobs={sizes['J']}")
-    core.cap[e] = cl.capacities
-    core.price[e] = cl.prices
-    core.bw[e] = cl.bandwidth
-    core.intra[e] = cl.intra_region_gbps
-    core.gpu_kw[e] = cl.gpu.power_kw
-    core.overhead[e] = scenario.stage_overhead
-    core.n_jobs[e] = n
-    profiles = [profile(j, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps) for j in jobs]
-    min_gpus = np.array([j.min_gpus for j in jobs], dtype=np.int64)
-    if n and min_gpus.max() > cl.capacities.sum():
-        bad = jobs[int(min_gpus.argmax())]
-        raise ValueError(
-            f"job {bad.name!r}: min_gpus={bad.min_gpus} exceeds the cluster's "
-            f"{int(cl.capacities.sum())} GPUs"
-        )
-    draws = draw_episode(rng, n, sizes["A"])
-    fate = _fates(jobs, unc, rng)
-    full = np.array([p.iterations for p in profiles])
-    columns = {
-        "submit": [j.submit for j in jobs],
-        "work": [p.work for p in profiles],
-        "mb": [p.num_microbatches for p in profiles],
-        "full_iters": full,
-        "iters": np.maximum(1.0, np.round(full * fate)),
-        "act": [p.activation_gbit for p in profiles],
-        "kstar": [p.k_star for p in profiles],
-        "b_ref": [p.b_j(p.k_star) for p in profiles],
-        "t1": [p.e1 / p.iterations for p in profiles],
-        "tk": [p.ideal_duration / p.iterations for p in profiles],
-        "min_gpus": min_gpus,
-    }
-    for name, values in columns.items():
-        arr = getattr(core, name)
-        arr[e] = 0
-        arr[e, :n] = values
-    core.min_gpus[e, n:] = 1
-    _load_uncertainty(core, e, jobs, unc, draws, history)
-    reset(core, e)
-    return jobs
-
-
-def _fates(jobs, unc: UncertaintyConfig, rng: np.random.Generator) -> np.ndarray:
-    """Fraction of its configured work each job runs: a JobSpec's own ``fate_fraction`` (trace
-    jobs, recurring scenarios) or, with probability ``early_end_rate``, Beta(0.7, 2) (early
-    ends are skewed to small fractions, uncertainty/workload.py)."""
-    n = len(jobs)
-    u = rng.random(n)
-    frac = rng.beta(*FATE_FRACTION_BETA, size=n)
-    out = np.where(u < unc.early_end_rate, np.clip(frac, 0.01, 1.0), 1.0)
-    for i, job in enumerate(jobs):
-        if job.fate_fraction is not None:
-            out[i] = job.fate_fraction
-    return out
-
-
-def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history) -> None:
-    n = len(jobs)
-    sizes = _sizes(core)
-    a = sizes["A"]
-    pred = unc.make_predictor()
-    core.pred_mode[e] = PRED_STATIC
-    core.store_vecs[e] = 0.0
-    core.store_vals[e] = 0.0
-    core.n_store[e] = 0
-    core.meta_vec[e] = 0.0
-    core.pred_hit[e] = False
-    core.pred_iters[e] = 0.0
-    if isinstance(pred, RetrievalPredictor):
-        core.pred_mode[e] = PRED_RETRIEVAL
-        core.ret_k[e] = pred.k
-        core.ret_thr[e] = pred.threshold
-        core.ret_record_actual[e] = pred.record == "actual"
-        core.ret_fallback[e] = FALLBACK_USER if pred.fallback == "user-estimate" else FALLBACK_STORE_MEAN
-        d = pred.vectorizer.dim
-        if n:
-            core.meta_vec[e, :n, :d] = pred.vectorizer.transform([job_metadata(j) for j in jobs])
-        for spec, executed in history or []:
-            vec = np.zeros(sizes["D"], np.float32)
-            vec[:d] = pred.vectorizer.transform([job_metadata(spec)])[0]
-            value = executed if pred.record == "actual" else profile(spec).iterations
-            core.n_store[e] = store_append(
-                core.store_vecs[e], core.store_vals[e], core.n_store[e], vec, float(value)
-            )
-    else:
-        truth = core.iters[e, :n]
-        user = core.full_iters[e, :n]
-        values = pred.predict([None] * n, user_estimate=user, actual=truth, z=draws.pred_z)
-        core.pred_iters[e, :n] = np.maximum(np.asarray(values, dtype=float), 1.0)
-    core.fail_rate[e] = unc.failure_rate_per_gpu_hour
-    core.ckpt_h[e] = unc.checkpoint_interval_hours
-    core.gpus_per_failure[e] = unc.gpus_per_failure
-    core.handler_on[e] = unc.handler
-    core.tpr[e], core.fpr[e] = unc.handler_operating_point()
-    core.diag_h[e] = unc.diagnosis_delay_hours
-    core.manual_h[e] = unc.manual_delay_hours
-    core.fail_e[e] = np.inf
-    core.fail_e[e, :n, :a] = draws.fail_e[:, :a]
-    core.repair_h[e] = 0.0
-    core.repair_h[e, :n, :a] = repair_hours(draws.repair_z[:, :a], unc.repair_median_hours, unc.repair_sigma)
-    core.handler_u[e] = 1.0
-    core.handler_u[e, :n, :a] = draws.handler_u[:, :a]
-    sigma = unc.tracker_sigma()
-    core.track_known[e] = False
-    core.track_known[e, :n] = draws.tracker_u < unc.tracker_detect_prob
-    core.track_zf[e] = 1.0
-    core.track_zs[e] = 1.0
-    core.track_zf[e, :n] = np.exp(sigma * draws.tracker_z[:, 0])
-    core.track_zs[e, :n] = np.exp(sigma * draws.tracker_z[:, 1])
 
 
 @_jit

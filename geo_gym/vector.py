@@ -22,7 +22,8 @@ from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env import VecEnv
 
 from geo_gym import decision, sim
-from geo_gym.env import GeoPipeEnv, episode_summary, start_episode
+from geo_gym.env import GeoPipeEnv, episode_summary
+from geo_gym.loading import required_sizes, start_episode
 
 SUMMARY_KEYS = ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h", "failures")
 
@@ -61,7 +62,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         k, w = self._template.num_regions, self._template.window
         self.core = sim.ensure(
             sim.allocate(self.num_envs, k, self._template.max_jobs),
-            **sim.required_sizes(self._template._make_scenario(0), self._template.uncertainty),
+            **required_sizes(self._template._make_scenario(0), self._template.uncertainty),
         )
         self.opts = decision.allocate_options(self.num_envs, k, w)
         self._obs = np.zeros((self.num_envs,) + self.single_observation_space.shape, np.float32)

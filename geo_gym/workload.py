@@ -77,31 +77,24 @@ def profile(
     stage_overhead: float = catalog.DEFAULT_STAGE_OVERHEAD_S,
     intra_gbps: float = catalog.DEFAULT_INTRA_REGION_GBPS,
 ) -> JobProfile:
-    return _profile(
-        job.model, job.dataset, job.epochs, job.seq_len, job.micro_batch, gpu, stage_overhead,
-        intra_gbps,
+    work, mb, act, ks, t1, tk = _per_iteration(
+        job.model, job.seq_len, job.micro_batch, gpu, stage_overhead, intra_gbps
     )
+    iters = costmodel.num_iterations(job.dataset.samples, job.model.batch_size, job.epochs)
+    return JobProfile(work, stage_overhead, mb, iters, act, ks, iters * t1, iters * tk)
 
 
-# Workloads repeat the same (model, dataset, settings) many times; K* is a scan over layers.
+# Everything but the iteration count depends on the model and batch settings only, so
+# workloads with jittered epochs or trace-calibrated lengths share one K* scan per model.
 @lru_cache(maxsize=4096)
-def _profile(
-    m: ModelSpec,
-    dataset: DatasetSpec,
-    epochs: float,
-    seq_len: int,
-    micro_batch: int,
-    gpu: GPUType,
-    stage_overhead: float,
-    intra_gbps: float,
-) -> JobProfile:
+def _per_iteration(
+    m: ModelSpec, seq_len: int, micro_batch: int, gpu: GPUType, stage_overhead: float, intra_gbps: float
+) -> tuple[float, int, float, int, float, float]:
+    """(work, M_j, A_j, K*, t_iter on 1 GPU, t_iter on K* GPUs in one region)."""
     work = costmodel.stage_work(m.params, micro_batch * seq_len, gpu.effective_flops)
     mb = costmodel.num_microbatches(m.batch_size, micro_batch)
-    iters = costmodel.num_iterations(dataset.samples, m.batch_size, epochs)
     act = costmodel.activation_gbit(micro_batch, seq_len, m.hidden, catalog.BYTES_PER_ACTIVATION)
     ks = costmodel.k_star(work, mb, act, intra_gbps, stage_overhead, m.layers)
-    e1 = iters * costmodel.single_region_iteration_time(work, 1, act, intra_gbps, stage_overhead, mb)
-    ideal = iters * costmodel.single_region_iteration_time(
-        work, ks, act, intra_gbps, stage_overhead, mb
-    )
-    return JobProfile(work, stage_overhead, mb, iters, act, ks, e1, ideal)
+    t1 = costmodel.single_region_iteration_time(work, 1, act, intra_gbps, stage_overhead, mb)
+    tk = costmodel.single_region_iteration_time(work, ks, act, intra_gbps, stage_overhead, mb)
+    return work, mb, act, ks, t1, tk

@@ -6,7 +6,7 @@ import pytest
 
 import baselines
 import geo_gym
-from geo_gym import catalog, sim
+from geo_gym import catalog, loading, sim
 from geo_gym.cluster import Cluster, Region
 from geo_gym.env import GeoPipeEnv
 from geo_gym.placement import RULE_PATHFINDER
@@ -24,8 +24,8 @@ def one_region(gpus=64, jobs=None):
 
 
 def loaded(scen, unc, history=None):
-    core = sim.ensure(sim.allocate(1, scen.cluster.num_regions, 1), **sim.required_sizes(scen, unc))
-    jobs = sim.load(core, 0, scen, np.random.default_rng(0), unc, history)
+    core = sim.ensure(sim.allocate(1, scen.cluster.num_regions, 1), **loading.required_sizes(scen, unc))
+    jobs = loading.load(core, 0, scen, np.random.default_rng(0), unc, history)
     return core, jobs
 
 
