@@ -129,6 +129,7 @@ def load(
         arr[e, :n] = values
     core.min_gpus[e, n:] = 1
     _load_uncertainty(core, e, jobs, unc, draws, history)
+    _plant_failures(core, e, jobs)
     sim.reset(core, e)
     return jobs
 
@@ -202,3 +203,28 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history) -> 
     core.track_zs[e, :n] = np.exp(sigma * draws.tracker_z[:, 1])
 
 
+# --------------------------------------------------------------- trace-driven failures (traces/)
+def _plant_failures(core, e, jobs) -> None:
+    """Write ``JobSpec.failure_gpu_hours`` (trace-driven infrastructure failures) over the drawn
+    failures. The core fails attempt a of job j after ``fail_e[j, a] / (rate x g)`` hours on g
+    GPUs (``sim.place``), so a failure X GPU-hours into an attempt is ``fail_e = X x rate``;
+    the job's later attempts never fail. When the random process is off (rate 0) a nominal
+    rate of 1 switches the core's failure check on, and every other job gets no failure."""
+    planted = [(i, job) for i, job in enumerate(jobs) if job.failure_gpu_hours is not None]
+    if not planted:
+        return
+    a = core.fail_e.shape[2]
+    rate = float(core.fail_rate[e])
+    if rate <= 0.0:
+        rate = 1.0
+        core.fail_rate[e] = rate
+        core.fail_e[e] = np.inf
+    for i, job in planted:
+        hours = job.failure_gpu_hours
+        if len(hours) > a:
+            raise ValueError(
+                f"job {job.name!r}: {len(hours)} planted failures exceed the core's {a} attempts "
+                f"(raise UncertaintyConfig.max_attempts, or map with fewer max_failures)"
+            )
+        core.fail_e[e, i] = np.inf
+        core.fail_e[e, i, : len(hours)] = np.asarray(hours, dtype=np.float64) * rate

@@ -29,6 +29,10 @@ class JobSpec:
     fate_fraction: float | None = None
     # SchedMate-style metadata (user, task, ...) for duration predictors; free-form strings.
     metadata: dict = field(default_factory=dict, compare=False)
+    # Trace-driven infrastructure failures (traces/mapping.py): attempt a fails after holding
+    # its GPUs for failure_gpu_hours[a] GPU-hours, later attempts never fail. None: the
+    # uncertainty configuration's random failure process applies (geo_gym/loading.py).
+    failure_gpu_hours: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.submit >= 0:
@@ -42,6 +46,15 @@ class JobSpec:
         if self.fate_fraction is not None and not 0 < self.fate_fraction <= 1:
             raise ValueError(
                 f"JobSpec {self.name!r}: fate_fraction must be in (0, 1], got {self.fate_fraction!r}"
+            )
+        if self.failure_gpu_hours is not None:  # a tuple, so that the spec stays hashable
+            object.__setattr__(self, "failure_gpu_hours", tuple(self.failure_gpu_hours))
+        if self.failure_gpu_hours is not None and not all(
+            isinstance(h, int | float) and 0 <= h < float("inf") for h in self.failure_gpu_hours
+        ):
+            raise ValueError(
+                f"JobSpec {self.name!r}: failure_gpu_hours must be finite GPU-hours >= 0, "
+                f"got {self.failure_gpu_hours!r}"
             )
         if self.micro_batch > self.model.batch_size:
             raise ValueError(
