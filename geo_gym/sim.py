@@ -556,45 +556,130 @@ def order_candidates(order, feats, n, alpha32):
     return np.argsort(key, kind="mergesort")
 
 
+# How many candidates ``_decide`` picks one by one (an O(n) scan each) before it sorts the
+# rest: normally the first pick is placed, so the O(n log n) sort of the whole queue is rare.
+SELECT_BEFORE_SORT = 8
+
+
 @_jit
-def decide(c, e, order, rule, window, feats, eff, out_path, out_alloc):
-    """A fixed policy's decision at the current instant: walk the first ``window`` pending jobs
-    (all when window <= 0) in ``order`` and start the first one ``rule`` can place
-    (backfilling). Returns the started job index or -1."""
+def _order_keys(c, e, n, order, alpha32, keys):
+    """keys[i] for the first n pending jobs, ascending = earlier, bit for bit the keys
+    ``order_candidates`` computes from ``candidate_features``: the same float32 features
+    (I_j, D_j normalised over the n candidates, log1p(predicted E_j(K*) h)), widened to
+    float64, without writing the feature table (SJF needs one column, priority two)."""
+    a = np.float64(alpha32)
+    if order == ORDER_SJF:
+        for i in range(n):
+            j = c.pend[e, i]
+            rem = remaining_pred(c.pred_iters[e, j], c.done_iters[e, j])
+            keys[i] = np.float64(np.float32(np.log1p(rem * c.tk[e, j] / 3600.0)))
+        return
+    e1_max = 0.0
+    b_max = 0.0
+    for i in range(n):
+        j = c.pend[e, i]
+        e1_max = max(e1_max, remaining_pred(c.pred_iters[e, j], c.done_iters[e, j]) * c.t1[e, j])
+        b_max = max(b_max, c.b_ref[e, j])
+    for i in range(n):
+        j = c.pend[e, i]
+        rem = remaining_pred(c.pred_iters[e, j], c.done_iters[e, j])
+        f_i = np.float32(rem * c.t1[e, j] / e1_max if e1_max > 0 else 0.0)
+        f_d = np.float32(c.b_ref[e, j] / b_max if b_max > 0 else 0.0)
+        keys[i] = -costmodel.priority_nb(np.float64(f_i), np.float64(f_d), a)
+
+
+@_jit
+def _before(x, y):
+    """Strict order of keys as a stable mergesort has it (NaN after every number)."""
+    if np.isnan(y):
+        return not np.isnan(x)
+    return x < y
+
+
+@_jit
+def _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+    """Place pending job j with ``rule`` if the rule finds a placement; True when started."""
+    fill_tc(c.work[e, j], c.kstar[e, j], c.overhead[e], tc)
+    g, plen = job_placement(
+        c.free[e], c.price[e], eff, c.kstar[e, j], c.act[e, j], c.min_gpus[e, j], rule, tc, ws,
+        out_path, out_alloc,
+    )
+    return g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE
+
+
+@_jit
+def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_alloc):
+    """``decide`` with its work space passed in. The same decision as walking
+    ``order_candidates``' full order, with less work on long queues: nothing is computed when
+    no GPU is free (every rule needs g >= min_gpus >= 1), FCFS needs no keys, and the other
+    orders pick the best remaining candidate by an O(n) scan (ties: queue order, as the stable
+    sort) and sort only after SELECT_BEFORE_SORT candidates could not be placed."""
     n = c.n_pend[e] if window <= 0 else min(window, c.n_pend[e])
     if n == 0:
         return -1
-    candidate_features(c, e, n, feats)
-    alpha32 = np.float32(alpha_nb(c.resv[e], c.bw[e]))
+    total_free = 0
+    for r in range(c.free.shape[1]):
+        total_free += c.free[e, r]
+    if total_free <= 0:
+        return -1
     residual_bandwidth(c, e, eff)
-    idx = order_candidates(order, feats, n, alpha32)
-    tc, ws = scratch(c, e)
-    free, prices = c.free[e], c.price[e]
-    for m in range(n):
-        j = c.pend[e, idx[m]]
-        fill_tc(c.work[e, j], c.kstar[e, j], c.overhead[e], tc)
-        g, plen = job_placement(
-            free, prices, eff, c.kstar[e, j], c.act[e, j], c.min_gpus[e, j], rule, tc, ws,
-            out_path, out_alloc,
-        )
-        if g > 0:
-            code = place(c, e, j, out_path, plen, out_alloc)
-            if code == FEASIBLE:
+    if order == ORDER_FCFS:
+        # Placing j shifts the queue, but we return at once; a failed try changes nothing.
+        for i in range(n):
+            j = c.pend[e, i]
+            if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
                 return j
+        return -1
+    _order_keys(c, e, n, order, np.float32(alpha_nb(c.resv[e], c.bw[e])), keys)
+    tried[:n] = False
+    for _ in range(min(n, SELECT_BEFORE_SORT)):
+        best = -1
+        for i in range(n):
+            if not tried[i] and (best < 0 or _before(keys[i], keys[best])):
+                best = i
+        tried[best] = True
+        j = c.pend[e, best]
+        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+            return j
+    if n <= SELECT_BEFORE_SORT:
+        return -1
+    idx = np.argsort(keys[:n], kind="mergesort")
+    for m in range(n):
+        if tried[idx[m]]:
+            continue  # the picks above are exactly the first entries of this order
+        j = c.pend[e, idx[m]]
+        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+            return j
     return -1
+
+
+@_jit
+def decide(c, e, order, rule, window, feats, eff, out_path, out_alloc):
+    """A fixed policy's decision at the current instant: walk the first ``window`` pending jobs
+    (all when window <= 0) in ``order`` (``order_candidates`` on ``candidate_features``) and
+    start the first one ``rule`` can place (backfilling). Returns the started job index or -1.
+    ``feats`` is work space (at least the queue's length in rows)."""
+    tc, ws = scratch(c, e)
+    keys = np.empty(feats.shape[0])
+    tried = np.empty(feats.shape[0], dtype=np.bool_)
+    return _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_alloc)
 
 
 @_jit
 def run_fixed_policy(c, e, order, rule, window):
     """The fast path: run the whole workload in slot e under (order, rule). Returns False if
-    the workload deadlocks (a job that no rule can ever place)."""
+    the workload deadlocks (a job that no rule can ever place). Work space is allocated once
+    (``scratch`` scans every job's K*, too slow to repeat per decision on a 100k-job trace)."""
     k = c.free.shape[1]
-    feats = np.empty((c.submit.shape[1], NUM_CAND_FEATURES), dtype=np.float32)
+    n_max = c.submit.shape[1]
+    keys = np.empty(n_max)
+    tried = np.empty(n_max, dtype=np.bool_)
     eff = np.empty((k, k))
     out_path = np.empty(k, dtype=np.int64)
     out_alloc = np.empty(k, dtype=np.int64)
+    tc, ws = scratch(c, e)
     while not done(c, e):
-        if decide(c, e, order, rule, window, feats, eff, out_path, out_alloc) < 0:
+        if _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_alloc) < 0:
             if not advance(c, e):
                 return False
     return True

@@ -1,13 +1,29 @@
-"""Evaluate schedulers side by side on the same workloads.
+"""Evaluate schedulers side by side on the same workloads: a named scenario or a job trace.
 
-    python scripts/evaluate.py --policies bace_pipe sjf lcf runs/default/last.zip \
-        --scenario recurring --scenario-kwargs '{"population_seed": 5}' --uncertainty realistic \
+    # a named scenario, 20 seeds
+    python scripts/evaluate.py --policies bace_pipe sjf lcf runs/default/last.zip \\
+        --scenario recurring --scenario-kwargs '{"population_seed": 5}' --uncertainty realistic \\
         --seeds 20 --out out/eval
+    # a trace, no download needed: the committed SYNTHETIC Philly-format sample
+    python scripts/evaluate.py --trace philly
+    # a real Philly table: five consecutive 1-day windows from day 50
+    python scripts/evaluate.py --trace philly \\
+        --trace-file ../shared/traces/philly/rfold_philly_trace.csv.gz \\
+        --window-start-days 50 --window-days 1 --seeds 5
 
 Policies are baseline names (`baselines.names()`) or paths to trained checkpoints (`.zip`,
 loaded with --algo). Prints a table (avg / p50 / p99 JCT, avg queueing, makespan, total cost,
-failures; JCT and cost also normalised to BACE-Pipe seed by seed) and writes <out>/runs.csv,
-<out>/table.csv, <out>/jct_cdf.png and <out>/cost.png.
+failures; each also normalised to BACE-Pipe replicate by replicate, then averaged) and writes
+<out>/runs.csv, <out>/table.csv, <out>/jct_cdf.png and <out>/cost.png (and, for traces,
+<out>/workloads.csv: the jobs, load and capacity of every replicate).
+
+Traces (`--trace philly|acme`) are mapped to PP LLM jobs by `traces.mapping` (docs/traces.md).
+Without --trace-file the committed synthetic samples in traces/data/ are used, and the output
+says SYNTHETIC. Replicate i (of --seeds) is the window starting at --window-start-days +
+i x --window-stride-days (default: consecutive windows), sampled with seed --first-seed + i
+when --sample < 1, and simulated with that seed. Trained agents act through GeoPipeEnv (about
+0.3 ms a step), so with a checkpoint among the policies a trace window is cut to its first
+--max-jobs jobs, 300 unless given.
 """
 
 from __future__ import annotations
@@ -25,10 +41,24 @@ import pandas as pd  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import baselines  # noqa: E402
-from agents.evaluation import METRICS  # noqa: E402
-from agents.policy import AgentPolicy  # noqa: E402
-from agents.training import load_model  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
+from traces.mapping import MappingOptions, map_trace  # noqa: E402
+from traces.readers import guess_kind, read_trace  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SYNTHETIC_SAMPLES = {
+    "philly": ROOT / "traces" / "data" / "synthetic_philly_job_log.json",
+    "acme": ROOT / "traces" / "data" / "synthetic_acme_seren.csv",
+}
+METRICS = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "avg_wait_h", "makespan_h", "total_cost", "failures")
+# Normalised columns; jct_vs_bace and cost_vs_bace keep their historical names.
+RATIO_NAMES = {
+    "avg_jct_h": "jct_vs_bace", "p50_jct_h": "p50_vs_bace", "p99_jct_h": "p99_vs_bace",
+    "avg_wait_h": "wait_vs_bace", "makespan_h": "makespan_vs_bace", "total_cost": "cost_vs_bace",
+    "failures": "failures_vs_bace",
+}
+AGENT_MAX_JOBS = 300
+DAY = 86_400.0
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--policies", nargs="+", default=["bace_pipe", "sjf", "lcf", "ldf", "cr_lcf", "cr_ldf", "fcfs", "random"])
@@ -38,46 +68,84 @@ parser.add_argument("--scenario-kwargs", type=json.loads, default={})
 parser.add_argument("--uncertainty", type=lambda v: json.loads(v) if v.startswith("{") else v, default="perfect",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
 parser.add_argument("--warmup-workloads", type=int, default=0)
-parser.add_argument("--window", type=int, default=8)
+parser.add_argument("--window", type=int, default=8, help="the env's queue window (agents)")
 parser.add_argument("--cost-weight", type=float, default=0.1)
-parser.add_argument("--seeds", type=int, default=10)
+parser.add_argument("--seeds", type=int, default=None, help="replicates: 10 for a scenario, 4 for a trace")
 parser.add_argument("--first-seed", type=int, default=2_000_000, help="training never uses seeds >= 1e6")
 parser.add_argument("--out", type=Path, default=Path("out/eval"))
-args = parser.parse_args()
+trace = parser.add_argument_group("traces (docs/traces.md)")
+trace.add_argument("--trace", choices=["philly", "acme"], help="evaluate on a trace instead of --scenario")
+trace.add_argument("--trace-file", type=Path, help="default: the committed synthetic sample of --trace")
+trace.add_argument("--window-start-days", type=float, default=0.0, help="on the trace clock (first job = 0)")
+trace.add_argument("--window-days", type=float, default=0.25, help="0: the whole trace")
+trace.add_argument("--window-stride-days", type=float, default=None, help="between replicates; default --window-days")
+trace.add_argument("--sample", type=float, default=1.0, help="fraction of each window's jobs kept")
+trace.add_argument("--max-jobs", type=int, default=None, help=f"first jobs of each window ({AGENT_MAX_JOBS} with agents)")
+trace.add_argument("--compression", type=float, default=1.0, help="arrival times divided by this")
+trace.add_argument("--target-load", type=float, default=MappingOptions.target_load)
+trace.add_argument("--load-basis", choices=["request", "kstar"], default="request")
+trace.add_argument("--keep-cpu-jobs", action="store_true", help="map CPU-only jobs as 1-GPU jobs")
+trace.add_argument("--no-trace-failures", action="store_true", help="ignore the trace's failures")
 
 
-def load_policy(name: str):
+def load_policy(name: str, algo: str):
     if name.endswith(".zip"):
         if not Path(name).exists():
             raise SystemExit(f"checkpoint {name} does not exist")
-        return Path(name).parent.name or name, AgentPolicy(load_model(args.algo, name))
+        from agents.policy import AgentPolicy  # torch only when an agent is evaluated
+        from agents.training import load_model
+
+        return Path(name).parent.name or name, AgentPolicy(load_model(algo, name))
     return name, baselines.make(name)
 
 
-def main() -> None:
-    args.out.mkdir(parents=True, exist_ok=True)
-    policies = dict(load_policy(p) for p in args.policies)
-    if "bace_pipe" not in policies:
-        policies["bace_pipe"] = baselines.make("bace_pipe")  # the reference
-    env_kwargs = {
-        "uncertainty": args.uncertainty, "warmup_workloads": args.warmup_workloads,
-        "window": args.window, "cost_weight": args.cost_weight,
-    }
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
-    rows, jcts = [], {}
-    for (name, pol), seed in tqdm([(p, s) for p in policies.items() for s in seeds], desc="evaluate"):
-        res = simulate(args.scenario, pol, seed=seed, scenario_kwargs=args.scenario_kwargs, env_kwargs=env_kwargs)
-        rows.append({"policy": name, "seed": seed, **{m: res.summary[m] for m in METRICS}, "failures": res.summary["failures"]})
-        jcts.setdefault(name, []).extend(res.jobs["jct_h"].tolist())
-    runs = pd.DataFrame(rows)
-    runs.to_csv(args.out / "runs.csv", index=False)
+def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object]], pd.DataFrame, str]:
+    """(seed, Scenario) per replicate, a table describing them, and a label for the output."""
+    path = args.trace_file or SYNTHETIC_SAMPLES[args.trace]
+    synthetic = args.trace_file is None
+    kind = guess_kind(path)
+    if args.trace == "acme":
+        kind = kind if kind and kind.startswith("acme") else "acme"
+    elif kind is None or kind.startswith("acme"):
+        kind = "philly_job_log"
+    table = read_trace(path, kind)
+    max_jobs = args.max_jobs if args.max_jobs is not None else (AGENT_MAX_JOBS if has_agent else None)
+    length = args.window_days * DAY if args.window_days > 0 else None
+    stride = (args.window_stride_days if args.window_stride_days is not None else args.window_days) * DAY
+    label = f"{'SYNTHETIC (not real data) ' if synthetic else ''}{args.trace} trace {path} [{kind}]"
+    out, rows = [], []
+    for i in range(args.seeds):
+        seed = args.first_seed + i
+        start = args.window_start_days * DAY + i * stride
+        mapped = map_trace(
+            table, start=start, length=length, sample=args.sample, sample_seed=seed,
+            max_jobs=max_jobs, gpu_only=not args.keep_cpu_jobs, compression=args.compression,
+            target_load=args.target_load, load_basis=args.load_basis,
+            trace_failures=not args.no_trace_failures,
+        )
+        out.append((seed, mapped.scenario))
+        rows.append({
+            "seed": seed, "window_start_days": start / DAY, "jobs": len(mapped.scenario.jobs),
+            "offered_load_gpus": mapped.offered_load_gpus, "capacity_scale": mapped.capacity_scale,
+            "gpus": int(mapped.scenario.cluster.capacities.sum()),
+            "planted_failures": int(sum(len(h) for h in mapped.jobs["failure_gpu_hours"] if h)),
+            **{f"dropped_{k}": v for k, v in mapped.dropped.items()},
+        })
+    return out, pd.DataFrame(rows), label
+
+
+def normalise(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each metric divided by BACE-Pipe's on the same replicate (NaN where BACE-Pipe's is 0)."""
     ref = runs[runs.policy == "bace_pipe"].set_index("seed")
-    runs["jct_vs_bace"] = runs.avg_jct_h.to_numpy() / ref.loc[runs.seed, "avg_jct_h"].to_numpy()
-    runs["cost_vs_bace"] = runs.total_cost.to_numpy() / ref.loc[runs.seed, "total_cost"].to_numpy()
-    table = runs.groupby("policy", sort=False)[[*METRICS, "failures", "jct_vs_bace", "cost_vs_bace"]].mean()
-    table = table.sort_values("jct_vs_bace")
-    table.to_csv(args.out / "table.csv")
-    print(table.round(3).to_markdown())
+    runs = runs.copy()
+    for metric, ratio in RATIO_NAMES.items():
+        den = ref.loc[runs.seed, metric].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            runs[ratio] = np.where(den != 0, runs[metric].to_numpy(dtype=float) / den, np.nan)
+    return runs
+
+
+def plot(table: pd.DataFrame, jcts: dict, out: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.2))
     for name, values in jcts.items():
         v = np.sort(values)
@@ -85,18 +153,62 @@ def main() -> None:
     ax.set_xscale("log")
     ax.set_xlabel("JCT (h)")
     ax.set_ylabel("CDF")
+    ax.set_title(title, fontsize=6)
     ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(args.out / "jct_cdf.png", dpi=90)
+    fig.savefig(out / "jct_cdf.png", dpi=90)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.bar(table.index, table.total_cost)
-    ax.set_ylabel("total cost ($), mean over seeds")
+    ax.set_ylabel("total cost ($), mean over replicates")
+    ax.set_title(title, fontsize=6)
     ax.tick_params(axis="x", rotation=45, labelsize=6)
     fig.tight_layout()
-    fig.savefig(args.out / "cost.png", dpi=90)
+    fig.savefig(out / "cost.png", dpi=90)
     plt.close(fig)
 
 
+def main(args) -> None:
+    args.out.mkdir(parents=True, exist_ok=True)
+    policies = dict(load_policy(p, args.algo) for p in args.policies)
+    if "bace_pipe" not in policies:
+        policies["bace_pipe"] = baselines.make("bace_pipe")  # the reference
+    env_kwargs = {
+        "uncertainty": args.uncertainty, "warmup_workloads": args.warmup_workloads,
+        "window": args.window, "cost_weight": args.cost_weight,
+    }
+    if args.trace:
+        args.seeds = 4 if args.seeds is None else args.seeds
+        has_agent = any(p.endswith(".zip") for p in args.policies)
+        workloads, described, label = trace_workloads(args, has_agent)
+        described.to_csv(args.out / "workloads.csv", index=False)
+        print(f"workload: {label}")
+        print(described.round(3).to_string(index=False))
+        if has_agent and args.max_jobs is None:
+            print(f"note: a trained agent is evaluated, so each window keeps its first {AGENT_MAX_JOBS} jobs")
+        kwargs = {}
+    else:
+        args.seeds = 10 if args.seeds is None else args.seeds
+        workloads = [(s, args.scenario) for s in range(args.first_seed, args.first_seed + args.seeds)]
+        label = f"scenario {args.scenario} {args.scenario_kwargs or ''}"
+        kwargs = {"scenario_kwargs": args.scenario_kwargs}
+    rows, jcts = [], {}
+    tasks = [(p, w) for p in policies.items() for w in workloads]
+    for (name, pol), (seed, scenario) in tqdm(tasks, desc="evaluate"):
+        res = simulate(scenario, pol, seed=seed, env_kwargs=env_kwargs, **kwargs)
+        rows.append({"policy": name, "seed": seed, "jobs": res.summary["num_jobs"],
+                     **{m: res.summary[m] for m in METRICS}})
+        jcts.setdefault(name, []).extend(res.jobs["jct_h"].tolist())
+    runs = normalise(pd.DataFrame(rows))
+    runs.insert(0, "workload", label)
+    runs.to_csv(args.out / "runs.csv", index=False)
+    table = runs.groupby("policy", sort=False)[[*METRICS, *RATIO_NAMES.values()]].mean()
+    table = table.sort_values("jct_vs_bace")
+    table.to_csv(args.out / "table.csv")
+    print(f"{label}: {len(workloads)} replicate(s), mean over replicates; *_vs_bace: ratio to bace_pipe")
+    print(table.round(3).to_markdown())
+    plot(table, jcts, args.out, label)
+
+
 if __name__ == "__main__":
-    main()
+    main(parser.parse_args())
