@@ -15,7 +15,14 @@ import numba
 import numpy as np
 
 from geo_gym.costmodel import alpha_nb, pipeline_iteration_time_nb
-from geo_gym.placement import FEASIBLE, NUM_RULES
+from geo_gym.placement import (
+    FEASIBLE,
+    NUM_RULES,
+    RULE_PATHFINDER,
+    RULE_PATHFINDER_HALF,
+    RULE_PATHFINDER_QUARTER,
+    rule_target,
+)
 from geo_gym.sim import (
     CAND_D,
     CAND_I,
@@ -44,7 +51,8 @@ MAX_STAGES_NORM = 128.0
 OBS_HIGH = 100.0  # observations are clipped to [0, OBS_HIGH]; log1p(hours) reaches it only past 1e43 h  # K* is divided by this: no Table III model has more layers
 
 Options = namedtuple(
-    "Options", ["win", "n_win", "path", "alloc", "g", "plen", "feats", "wait_ok", "deadlock"]
+    "Options",
+    ["win", "n_win", "path", "alloc", "g", "plen", "t_iter", "feats", "wait_ok", "deadlock"],
 )
 
 
@@ -65,6 +73,7 @@ def allocate_options(num_envs: int, num_regions: int, window: int) -> Options:
         alloc=np.zeros((num_envs, window, o, num_regions), dtype=np.int64),
         g=np.zeros((num_envs, window, o), dtype=np.int64),
         plen=np.zeros((num_envs, window, o), dtype=np.int64),
+        t_iter=np.zeros((num_envs, window, o)),
         feats=np.zeros((num_envs, window, NUM_CAND_FEATURES), dtype=np.float32),
         wait_ok=np.zeros(num_envs, dtype=np.bool_),
         deadlock=np.zeros(num_envs, dtype=np.bool_),
@@ -72,8 +81,40 @@ def allocate_options(num_envs: int, num_regions: int, window: int) -> Options:
 
 
 @_jit
+def _same_job_inputs(c, e, i, j):
+    """Jobs i and j get identical placements from every rule on any state: placement depends
+    on K*, A_j, t_comp (work) and min_gpus only, never on the iteration count."""
+    return (
+        c.kstar[e, i] == c.kstar[e, j]
+        and c.act[e, i] == c.act[e, j]
+        and c.work[e, i] == c.work[e, j]
+        and c.min_gpus[e, i] == c.min_gpus[e, j]
+        and c.mb[e, i] == c.mb[e, j]
+    )
+
+
+@_jit
+def _copy_option(o, e, s_from, r_from, s_to, r_to):
+    o.g[e, s_to, r_to] = o.g[e, s_from, r_from]
+    o.plen[e, s_to, r_to] = o.plen[e, s_from, r_from]
+    o.t_iter[e, s_to, r_to] = o.t_iter[e, s_from, r_from]
+    for q in range(o.path.shape[3]):
+        o.path[e, s_to, r_to, q] = o.path[e, s_from, r_from, q]
+        o.alloc[e, s_to, r_to, q] = o.alloc[e, s_from, r_from, q]
+
+
+@_jit
 def _compute_options(c, o, e):
-    """Window and every rule's placement for every window slot; returns whether any is valid."""
+    """Window and every rule's placement (and its iteration time, Eq. 1) for every window
+    slot; returns whether any is valid.
+
+    Two shortcuts keep this cheap without changing any result: a slot whose job has the same
+    placement inputs as an earlier slot's copies that slot's options (recurring workloads and
+    trace size classes repeat models), and the Pathfinder variants aiming at K*, K*/2 and K*/4
+    are computed once when the free GPUs cannot reach the smaller target (Alg. 1 with a target
+    at or above the free total behaves as with the free total: phase 1 needs a region holding
+    them all, phase 2 grows until every region with free GPUs is on the path or a link fails).
+    """
     w = o.win.shape[1]
     k = c.free.shape[1]
     n = min(w, c.n_pend[e])
@@ -82,26 +123,52 @@ def _compute_options(c, o, e):
     o.g[e] = 0
     o.plen[e] = 0
     candidate_features(c, e, n, o.feats[e])
+    for s in range(n, w):
+        o.feats[e, s] = 0.0
+    free, prices = c.free[e], c.price[e]
+    free_total = 0
+    for r in range(k):
+        free_total += free[r]
+    for s in range(n):
+        o.win[e, s] = c.pend[e, s]
+    if free_total == 0:
+        return False
     eff = np.empty((k, k))
     residual_bandwidth(c, e, eff)
     tc, ws = scratch(c, e)
-    free, prices = c.free[e], c.price[e]
     any_valid = False
     for s in range(n):
         j = c.pend[e, s]
-        o.win[e, s] = j
+        twin = -1
+        for s2 in range(s):
+            if _same_job_inputs(c, e, c.pend[e, s2], j):
+                twin = s2
+                break
+        if twin >= 0:
+            for r in range(NUM_RULES):
+                _copy_option(o, e, twin, r, s, r)
+                any_valid = any_valid or o.g[e, s, r] > 0
+            continue
         kstar, act, min_gpus = c.kstar[e, j], c.act[e, j], c.min_gpus[e, j]
         fill_tc(c.work[e, j], kstar, c.overhead[e], tc)
         for r in range(NUM_RULES):
+            if r == RULE_PATHFINDER_HALF or r == RULE_PATHFINDER_QUARTER:
+                if free_total <= rule_target(r, kstar):
+                    _copy_option(o, e, s, RULE_PATHFINDER, s, r)
+                    any_valid = any_valid or o.g[e, s, r] > 0
+                    continue
             g, plen = job_placement(
                 free, prices, eff, kstar, act, min_gpus, r, tc, ws, o.path[e, s, r], o.alloc[e, s, r]
             )
             o.g[e, s, r] = g
             o.plen[e, s, r] = plen
+            o.t_iter[e, s, r] = 0.0
             if g > 0:
                 any_valid = True
-    for s in range(n, w):
-        o.feats[e, s] = 0.0
+                o.t_iter[e, s, r] = pipeline_iteration_time_nb(
+                    o.path[e, s, r], plen, o.alloc[e, s, r], c.bw[e], c.intra[e], act,
+                    c.work[e, j], c.overhead[e], c.mb[e, j],
+                )
     return any_valid
 
 
@@ -231,17 +298,7 @@ def encode(c, o, e, out):
             g = o.g[e, s, r] if s < o.n_win[e] else 0
             if g > 0:
                 j = o.win[e, s]
-                t_iter = pipeline_iteration_time_nb(
-                    o.path[e, s, r],
-                    o.plen[e, s, r],
-                    o.alloc[e, s, r],
-                    c.bw[e],
-                    c.intra[e],
-                    c.act[e, j],
-                    c.work[e, j],
-                    c.overhead[e],
-                    c.mb[e, j],
-                )
+                t_iter = o.t_iter[e, s, r]
                 rate = 0.0
                 for q in range(k):
                     rate += o.alloc[e, s, r, q] * c.price[e, q]
@@ -257,13 +314,56 @@ def encode(c, o, e, out):
 
 
 @_jit
+def begin(c, o, e, obs, mask):
+    """Bring freshly loaded env e to its first decision; write its observation and mask.
+    (One compiled call: passing the Core into numba costs about as much as a step.)"""
+    refresh(c, o, e)
+    encode(c, o, e, obs)
+    action_mask(o, e, mask)
+
+
+@_jit
+def step_env(c, o, e, action, cost_weight, scale, obs, mask):
+    """``step_one``, then env e's observation and mask; returns (reward, invalid, terminated)."""
+    reward, invalid = step_one(c, o, e, action, cost_weight, scale)
+    encode(c, o, e, obs)
+    action_mask(o, e, mask)
+    return reward, invalid, done(c, e)
+
+
+@_jit
 def step_batch(c, o, actions, cost_weight, scale, rewards, invalid, terminated, obs, masks):
     """Step every env of the batch once: the native vector env's whole inner loop."""
     for e in range(actions.shape[0]):
-        rewards[e], invalid[e] = step_one(c, o, e, actions[e], cost_weight, scale[e])
-        terminated[e] = done(c, e)
-        encode(c, o, e, obs[e])
-        action_mask(o, e, masks[e])
+        rewards[e], invalid[e], terminated[e] = step_env(
+            c, o, e, actions[e], cost_weight, scale[e], obs[e], masks[e]
+        )
+
+
+SUMMARY_KEYS = ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h", "failures")
+
+
+@_jit
+def summary_values(c, e, out):
+    """Env e's finished episode, in SUMMARY_KEYS order: average JCT (Eq. 3) and waiting in
+    hours, total electricity cost (Eq. 4), makespan in hours, infrastructure failures."""
+    n = c.n_jobs[e]
+    jct = 0.0
+    wait = 0.0
+    cost = 0.0
+    first = np.inf
+    last = -np.inf
+    for j in range(n):
+        jct += c.end[e, j] - c.submit[e, j]
+        wait += c.start[e, j] - c.submit[e, j]
+        cost += c.cost[e, j]
+        first = min(first, c.submit[e, j])
+        last = max(last, c.end[e, j])
+    out[0] = jct / n / 3600.0
+    out[1] = cost
+    out[2] = (last - first) / 3600.0
+    out[3] = wait / n / 3600.0
+    out[4] = c.n_fail_total[e]
 
 
 def slot_feature_columns(window: int, num_regions: int) -> tuple[np.ndarray, np.ndarray, int]:

@@ -128,15 +128,12 @@ def episode_records(core: sim.Core, e: int, jobs: list, region_names) -> list[di
 
 
 def episode_summary(core: sim.Core, e: int) -> dict[str, float]:
-    n = int(core.n_jobs[e])
-    jct = (core.end[e, :n] - core.submit[e, :n]) / 3600.0
-    return {
-        "avg_jct_h": float(jct.mean()),
-        "total_cost": float(core.cost[e, :n].sum()),
-        "makespan_h": float((core.end[e, :n].max() - core.submit[e, :n].min()) / 3600.0),
-        "avg_wait_h": float(((core.start[e, :n] - core.submit[e, :n]) / 3600.0).mean()),
-        "failures": int(core.n_fail_total[e]),
-    }
+    """avg_jct_h, total_cost, makespan_h, avg_wait_h, failures of env e's finished episode."""
+    values = np.empty(len(decision.SUMMARY_KEYS))
+    decision.summary_values(core, e, values)
+    out = dict(zip(decision.SUMMARY_KEYS, values.tolist(), strict=True))
+    out["failures"] = int(out["failures"])
+    return out
 
 
 class GeoPipeEnv(gym.Env):
@@ -204,10 +201,8 @@ class GeoPipeEnv(gym.Env):
             self.core, 0, self._checked_scenario, self.np_random, self.uncertainty, self.warmup_workloads
         )
         self.current_scenario = scen
-        decision.refresh(self.core, self.opts, 0)
+        decision.begin(self.core, self.opts, 0, self._obs, self._mask)
         self._check_deadlock()
-        decision.encode(self.core, self.opts, 0, self._obs)
-        decision.action_mask(self.opts, 0, self._mask)
         return self._obs.copy(), self._info()
 
     def _check_deadlock(self) -> None:
@@ -220,13 +215,11 @@ class GeoPipeEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         a = int(action)
         area0, spent0 = float(self.core.area[0]), float(self.core.spent[0])
-        reward, invalid = decision.step_one(
-            self.core, self.opts, 0, a, self.cost_weight, self._scale
+        reward, invalid, terminated = decision.step_env(
+            self.core, self.opts, 0, a, self.cost_weight, self._scale, self._obs, self._mask
         )
+        terminated = bool(terminated)
         self._check_deadlock()
-        decision.encode(self.core, self.opts, 0, self._obs)
-        decision.action_mask(self.opts, 0, self._mask)
-        terminated = bool(sim.done(self.core, 0))
         info = self._info()
         info["invalid_action"] = bool(invalid)
         info["reward_jct"] = -(float(self.core.area[0]) - area0) / 3600.0 / self._scale

@@ -65,12 +65,20 @@ class Placement:
 
 
 @_jit
+def _fill(a, value):
+    """a[:] = value as an element loop: numba's slice assignment costs more than the
+    kernels' real work on arrays of a few regions."""
+    for i in range(a.shape[0]):
+        a[i] = value
+
+
+@_jit
 def _cost_min_kernel(path, path_len, g, free, prices, out_alloc, order):
     """Alg. 2 lines 1-10: one GPU per path region, then the surplus to the cheapest regions.
 
     Regions are sorted by price, ties kept in path order (a stable sort); ``order`` is scratch
     space of at least path_len entries."""
-    out_alloc[:] = 0
+    _fill(out_alloc, 0)
     for i in range(path_len):
         out_alloc[path[i]] = 1
         order[i] = path[i]
@@ -95,27 +103,45 @@ def _cost_min_kernel(path, path_len, g, free, prices, out_alloc, order):
 @_jit
 def _uniform_kernel(path, path_len, g, free, out_alloc):
     """Ablation "w/o Cost-Min": spread g GPUs evenly over the path, one at a time in path
-    order, skipping regions that are full (so capacity is respected)."""
-    out_alloc[:] = 0
+    order, skipping regions that are full (so capacity is respected).
+
+    Computed in whole rounds: while every region that still has room can take another
+    ``rounds`` GPUs and at least one GPU per such region is left to place, a round gives each
+    one GPU, exactly as the one-at-a-time loop would; the last, partial round goes to the
+    first regions in path order."""
+    _fill(out_alloc, 0)
     placed = 0
-    progress = True
-    while placed < g and progress:
-        progress = False
+    while placed < g:
+        active = 0
+        room = 0
         for i in range(path_len):
-            if placed == g:
-                break
             r = path[i]
-            if out_alloc[r] < free[r]:
-                out_alloc[r] += 1
-                placed += 1
-                progress = True
+            left = free[r] - out_alloc[r]
+            if left > 0:
+                room = left if active == 0 else min(room, left)
+                active += 1
+        if active == 0:
+            break
+        rounds = min((g - placed) // active, room)
+        if rounds > 0:
+            for i in range(path_len):
+                r = path[i]
+                if free[r] - out_alloc[r] > 0:
+                    out_alloc[r] += rounds
+            placed += rounds * active
+        else:
+            for i in range(path_len):
+                r = path[i]
+                if placed < g and out_alloc[r] < free[r]:
+                    out_alloc[r] += 1
+                    placed += 1
     return placed
 
 
 @_jit
 def _fill_kernel(path, path_len, g, free, out_alloc):
     """Take GPUs region by region in path order until g are placed."""
-    out_alloc[:] = 0
+    _fill(out_alloc, 0)
     left = g
     for i in range(path_len):
         r = path[i]
@@ -161,8 +187,8 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
     ``ws`` is (4, K) int64 scratch space, so the kernel allocates nothing.
     """
     k = free.shape[0]
-    out_path[:] = -1
-    out_alloc[:] = 0
+    _fill(out_path, -1)
+    _fill(out_alloc, 0)
     # Phase 1 (lines 1-4)
     best_r = -1
     for r in range(k):
@@ -182,7 +208,7 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
     for rs in range(k):
         if free[rs] <= 0:
             continue
-        in_path[:] = 0
+        _fill(in_path, 0)
         path[0] = rs
         in_path[rs] = 1
         n = 1
@@ -213,9 +239,9 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
             g_max = placed
             c_min = c_avg
             best_len = n
-            out_path[:] = -1
-            out_path[:n] = path[:n]
-            out_alloc[:] = alloc
+            for q in range(k):  # element loops: numba copies a sliced source first
+                out_path[q] = path[q] if q < n else -1
+                out_alloc[q] = alloc[q]
     return g_max, best_len
 
 
@@ -226,8 +252,8 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
 def _single_region_kernel(free, prices, k_star, cheapest, out_path, out_alloc):
     """LCF (cheapest=True): the cheapest region with a free GPU; LDF: the region with the most
     free GPUs. Either takes min(free, K*) GPUs there (paper IV-A caps every policy at K*)."""
-    out_path[:] = -1
-    out_alloc[:] = 0
+    _fill(out_path, -1)
+    _fill(out_alloc, 0)
     best = -1
     for r in range(free.shape[0]):
         if free[r] <= 0:
@@ -252,8 +278,8 @@ def _cr_lcf_kernel(free, prices, bw, k_star, activation, tc, out_path, out_alloc
     from the current tail cannot carry b_j = A / t_comp(g') (Eq. 6, all links of the path
     checked through the bottleneck) is skipped and the next cheapest is tried."""
     k = free.shape[0]
-    out_path[:] = -1
-    out_alloc[:] = 0
+    _fill(out_path, -1)
+    _fill(out_alloc, 0)
     order = ws[3]
     for i in range(k):  # regions by ascending price, ties to the lower index (stable)
         x = i
@@ -294,14 +320,14 @@ def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, in_path):
     tail's highest-bandwidth neighbour with free GPUs while the bottleneck still carries
     b_j = A / t_comp(g'); the first neighbour that cannot ends the path. Returns (g, length)."""
     k = free.shape[0]
-    out_path[:] = -1
+    _fill(out_path, -1)
     start = -1
     for r in range(k):
         if free[r] > 0 and (start < 0 or free[r] > free[start]):
             start = r
     if start < 0:
         return 0, 0
-    in_path[:] = 0
+    _fill(in_path, 0)
     out_path[0] = start
     in_path[start] = 1
     n = 1
@@ -331,7 +357,7 @@ def _cr_ldf_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path
     """CR-LDF (allocator=fill) and BACE-Pipe w/o Pathfinder (CR-LDF's path, Cost-Min)."""
     g, n = _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, ws[2])
     if n == 0:
-        out_alloc[:] = 0
+        _fill(out_alloc, 0)
         return 0, 0
     placed = _allocate(allocator, out_path, n, g, free, prices, out_alloc, ws[3])
     return placed, n

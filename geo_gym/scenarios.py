@@ -196,7 +196,7 @@ def recurring(
         t = int(rng.integers(0, n_t))
         model = catalog.PAPER_MODELS[int(t_model[t])]
         early = rng.random() < t_p_early[t]
-        fate = float(np.clip(t_end[t] * rng.lognormal(0.0, 0.25), 0.01, 1.0)) if early else None
+        fate = min(max(float(t_end[t] * rng.lognormal(0.0, 0.25)), 0.01), 1.0) if early else None
         jobs.append(
             JobSpec(
                 name=f"job{i + 1}-u{t // templates_per_user}-t{t}",

@@ -22,10 +22,10 @@ from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env import VecEnv
 
 from geo_gym import decision, sim
-from geo_gym.env import GeoPipeEnv, episode_summary
+from geo_gym.env import GeoPipeEnv
 from geo_gym.loading import required_sizes, start_episode
 
-SUMMARY_KEYS = ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h", "failures")
+SUMMARY_KEYS = decision.SUMMARY_KEYS
 
 
 class GeoPipeVectorEnv(gym.vector.VectorEnv):
@@ -80,10 +80,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self.core, self.jobs[e], self.scenarios[e], self._scale[e] = start_episode(
             self.core, e, t._checked_scenario, self._rngs[e], t.uncertainty, t.warmup_workloads
         )
-        decision.refresh(self.core, self.opts, e)
+        decision.begin(self.core, self.opts, e, self._obs[e], self._masks[e])
         self._check_deadlock(e)
-        decision.encode(self.core, self.opts, e, self._obs[e])
-        decision.action_mask(self.opts, e, self._masks[e])
 
     def _check_deadlock(self, e: int) -> None:
         if self.opts.deadlock[e]:
@@ -120,12 +118,12 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         done_envs = np.flatnonzero(self._terminated)
         if done_envs.size:
             final_obs = np.empty(self.num_envs, dtype=object)
-            summary = {key: np.zeros(self.num_envs) for key in SUMMARY_KEYS}
+            values = np.zeros((len(SUMMARY_KEYS), self.num_envs))
             for e in done_envs:
                 final_obs[e] = self._obs[e].copy()
-                for key, value in episode_summary(self.core, e).items():
-                    summary[key][e] = value
+                decision.summary_values(self.core, e, values[:, e])
                 self._load(int(e))
+            summary = dict(zip(SUMMARY_KEYS, values, strict=True))
             mask = self._terminated.copy()
             summary.update({f"_{key}": mask for key in SUMMARY_KEYS})
             infos.update(final_obs=final_obs, _final_obs=mask, final_info=summary, _final_info=mask)
