@@ -13,7 +13,8 @@
 
 Policies are baseline names (`baselines.names()`) or paths to trained checkpoints (`.zip`,
 loaded with --algo). Prints a table (avg / p50 / p99 JCT, avg queueing, makespan, total cost,
-failures; each also normalised to BACE-Pipe replicate by replicate, then averaged) and writes
+failures; each also normalised to BACE-Pipe replicate by replicate, then averaged; and the
+mean GPUs a job was given, gpus_per_job) and writes
 <out>/runs.csv, <out>/table.csv, <out>/jct_cdf.png and <out>/cost.png (and, for traces,
 <out>/workloads.csv: the jobs, load and capacity of every replicate).
 
@@ -128,6 +129,7 @@ def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object]], pd
             "seed": seed, "window_start_days": start / DAY, "jobs": len(mapped.scenario.jobs),
             "offered_load_gpus": mapped.offered_load_gpus, "capacity_scale": mapped.capacity_scale,
             "gpus": int(mapped.scenario.cluster.capacities.sum()),
+            "requested_gpus_per_job": float(mapped.jobs["gpus"].clip(lower=1).mean()),
             "planted_failures": int(sum(len(h) for h in mapped.jobs["failure_gpu_hours"] if h)),
             **{f"dropped_{k}": v for k, v in mapped.dropped.items()},
         })
@@ -197,12 +199,12 @@ def main(args) -> None:
     for (name, pol), (seed, scenario) in tqdm(tasks, desc="evaluate"):
         res = simulate(scenario, pol, seed=seed, env_kwargs=env_kwargs, **kwargs)
         rows.append({"policy": name, "seed": seed, "jobs": res.summary["num_jobs"],
-                     **{m: res.summary[m] for m in METRICS}})
+                     **{m: res.summary[m] for m in METRICS}, "gpus_per_job": res.jobs["gpus"].mean()})
         jcts.setdefault(name, []).extend(res.jobs["jct_h"].tolist())
     runs = normalise(pd.DataFrame(rows))
     runs.insert(0, "workload", label)
     runs.to_csv(args.out / "runs.csv", index=False)
-    table = runs.groupby("policy", sort=False)[[*METRICS, *RATIO_NAMES.values()]].mean()
+    table = runs.groupby("policy", sort=False)[[*METRICS, *RATIO_NAMES.values(), "gpus_per_job"]].mean()
     table = table.sort_values("jct_vs_bace")
     table.to_csv(args.out / "table.csv")
     print(f"{label}: {len(workloads)} replicate(s), mean over replicates; *_vs_bace: ratio to bace_pipe")

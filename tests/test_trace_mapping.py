@@ -379,3 +379,23 @@ def test_rfold_whole_table_maps():
     # the offered load is the trace's GPU-seconds over its 129.4-day span, within rounding
     assert m.offered_load_gpus == pytest.approx(1167, rel=0.05)
     assert math.isclose(m.capacity_scale * 336 * 0.5, m.offered_load_gpus)
+
+
+def test_describe_and_cli(capsys):
+    import json
+
+    from traces.__main__ import main
+    from traces.mapping import describe
+
+    t1 = t_iter("Qwen2.5-14B", 1)
+    tab = table({"duration": 0.2 * t1}, {"duration": 3 * t1, "state": "FAILED"},
+                {"attempts": ((0.0, t1), (t1, 4 * t1))})
+    d = describe(map_trace(tab, target_load=None))
+    assert (d["jobs"], d["early_ends"], d["planted_failures"], d["jobs_with_planted_failures"]) == (3, 1, 1, 1)
+    assert d["share_shorter_than_half_an_iteration"] == pytest.approx(1 / 3)
+    # one job of 0.2 iterations runs one: (1 + 3 + 4) / (0.2 + 3 + 4) iterations of GPU time
+    assert d["gpu_seconds_ideal_over_traced"] == pytest.approx(8 / 7.2)
+    main([str(Path(__file__).resolve().parents[1] / "traces" / "data" / "synthetic_acme_kalos.csv"),
+          "--options", '{"max_jobs": 20}'])
+    out = json.loads(capsys.readouterr().out)
+    assert out["jobs"] == 20 and out["dropped"]["cpu_only"] > 0

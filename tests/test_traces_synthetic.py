@@ -193,3 +193,15 @@ def test_committed_examples_read_back() -> None:
     philly = read_philly_job_log(DATA / "synthetic_philly_job_log.json")
     assert (len(seren), len(kalos), len(philly)) == (2000, 2000, 1000)
     assert seren.attrs["cluster"] == "seren" and kalos.attrs["cluster"] == "kalos"
+
+
+def test_cli_writes_one_trace_of_any_size(tmp_path: Path) -> None:
+    import json
+
+    from traces.synthetic import generate_philly_job_log, main
+
+    target = tmp_path / "syn_philly.json"
+    main(["--kind", "philly", "--jobs", "30", "--seed", "4", "--file", str(target)])
+    assert json.loads(target.read_text()) == generate_philly_job_log(30, 4)
+    main(["--kind", "kalos", "--jobs", "25", "--seed", "4", "--file", str(tmp_path / "k.csv")])
+    assert len(read_acme(tmp_path / "k.csv")) == 25

@@ -395,3 +395,33 @@ def trace_scenario(path: str | Path, kind: str | None = None, options: MappingOp
 
 
 OPTION_NAMES = tuple(f.name for f in fields(MappingOptions))
+
+
+# ------------------------------------------------------------------------------- summary / CLI
+def describe(mapped: MappedTrace) -> dict:
+    """What the mapping did to a trace, in numbers (``python -m traces PATH``)."""
+    j = mapped.jobs
+    interrupted = j["state"].isin(INTERRUPTED_STATES).to_numpy()
+    traced_run = j["executed_iters"] * j["t_iter_s"] / np.where(interrupted, 1 / INTERRUPTED_FRACTION, 1)
+    planted = [len(h) for h in j["failure_gpu_hours"] if h]
+    return {
+        "jobs": len(j),
+        "dropped": mapped.dropped,
+        "requested_gpus_per_job": float(j["gpus"].clip(lower=1).mean()),
+        "models": j["model"].value_counts().to_dict(),
+        "share_shorter_than_half_an_iteration": float((j["duration_s"] < j["t_iter_s"] / 2).mean()),
+        "median_ideal_run_over_traced": float((traced_run / j["duration_s"]).median()),
+        "gpu_seconds_ideal_over_traced": float(
+            (j["stages"] * traced_run).sum() / (j["stages"] * j["duration_s"]).sum()
+        ),
+        "kstar_over_request_gpu_seconds": float(
+            (j["kstar"] * j["run_kstar_s"]).sum() / (j["stages"] * j["run_s"]).sum()
+        ),
+        "early_ends": int((j["fate_fraction"] < 1).sum()),
+        "jobs_with_planted_failures": len(planted),
+        "planted_failures": int(sum(planted)),
+        "offered_load_gpus": mapped.offered_load_gpus,
+        "capacity_scale": mapped.capacity_scale,
+        "cluster_gpus": int(mapped.scenario.cluster.capacities.sum()),
+    }
+

@@ -45,6 +45,8 @@ random hex ids).
 
 ``python -m traces.synthetic --out traces/data`` regenerates the committed example files with the
 seeds in :data:`EXAMPLE_FILES`; the output is byte-for-byte deterministic.
+``python -m traces.synthetic --kind seren --jobs 20000 --seed 7 --file out/seren_20k.csv`` writes
+one synthetic trace of any size (``write_synthetic``).
 """
 
 from __future__ import annotations
@@ -417,19 +419,39 @@ def write_philly_job_log(obj: list[dict[str, Any]], path: str | Path) -> Path:
 
 
 # =============================================================================== CLI
-def write_example(name: str, out_dir: str | Path) -> Path:
-    """Regenerate one of :data:`EXAMPLE_FILES` into ``out_dir``."""
-    kind, n_jobs, seed = EXAMPLE_FILES[name]
-    target = Path(out_dir) / name
+def write_synthetic(kind: str, n_jobs: int, seed: int, target: str | Path) -> Path:
+    """Generate ``n_jobs`` jobs of ``kind`` (``seren``, ``kalos`` or ``philly``) with ``seed``
+    and write them to ``target`` in the official schema."""
     if kind == "philly":
         return write_philly_job_log(generate_philly_job_log(n_jobs, seed), target)
     return write_acme_csv(generate_acme(kind, n_jobs, seed), target)
 
 
+def write_example(name: str, out_dir: str | Path) -> Path:
+    """Regenerate one of :data:`EXAMPLE_FILES` into ``out_dir``."""
+    kind, n_jobs, seed = EXAMPLE_FILES[name]
+    return write_synthetic(kind, n_jobs, seed, Path(out_dir) / name)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write the synthetic example traces.")
+    parser = argparse.ArgumentParser(
+        description="Write the synthetic example traces, or one synthetic trace of any size "
+                    "(--kind/--jobs/--seed/--file), e.g. for benchmarks.")
     parser.add_argument("--out", default="traces/data", help="output folder (default traces/data)")
+    parser.add_argument("--kind", choices=["seren", "kalos", "philly"], help="write one trace of this kind")
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--file", type=Path, help="where to write the one trace (with --kind)")
     args = parser.parse_args(argv)
+    if args.kind:
+        if args.file is None:
+            parser.error("--kind needs --file")
+        if args.jobs < 1:
+            parser.error(f"--jobs must be >= 1, got {args.jobs}")
+        path = write_synthetic(args.kind, args.jobs, args.seed, args.file)
+        print(f"wrote {path} ({path.stat().st_size:,} bytes): SYNTHETIC {args.kind}, "
+              f"{args.jobs} jobs, seed {args.seed}")
+        return
     for name in EXAMPLE_FILES:
         path = write_example(name, args.out)
         print(f"wrote {path} ({path.stat().st_size:,} bytes)")
