@@ -6,7 +6,7 @@ import pandas as pd
 
 from geo_gym.runner import simulate
 
-METRICS = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "avg_wait_h", "makespan_h", "total_cost")
+METRICS = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "avg_wait_h", "makespan_h", "total_cost", "failures")
 
 
 def evaluate(policies: dict, scenario, seeds, scenario_kwargs=None, env_kwargs=None) -> pd.DataFrame:
@@ -25,5 +25,6 @@ def comparison_table(df: pd.DataFrame, reference: str = "bace_pipe") -> pd.DataF
     df = df.copy()
     df["jct_vs_ref"] = df["avg_jct_h"].to_numpy() / ref.loc[df.seed, "avg_jct_h"].to_numpy()
     df["cost_vs_ref"] = df["total_cost"].to_numpy() / ref.loc[df.seed, "total_cost"].to_numpy()
-    table = df.groupby("policy", sort=False)[["avg_jct_h", "total_cost", "jct_vs_ref", "cost_vs_ref"]].mean()
+    columns = ["avg_jct_h", "total_cost", "jct_vs_ref", "cost_vs_ref", "failures"]
+    table = df.groupby("policy", sort=False)[columns].mean()
     return table.sort_values("jct_vs_ref")

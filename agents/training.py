@@ -65,7 +65,8 @@ class CheckpointLast(BaseCallback):
 
 class CompareToBaceCallback(BaseCallback):
     """Every ``every`` steps run the agent and BACE-Pipe on the same held-out seeds and log
-    both to TensorBoard: eval/agent_avg_jct_h, eval/bace_avg_jct_h, eval/jct_ratio, ..."""
+    both to TensorBoard: eval/agent_avg_jct_h, eval/bace_avg_jct_h, eval/jct_ratio, the total
+    costs and their ratio, and the infrastructure failures per episode of each."""
 
     def __init__(self, every: int, scenario, seeds, scenario_kwargs=None, env_kwargs=None):
         super().__init__()
@@ -92,6 +93,8 @@ class CompareToBaceCallback(BaseCallback):
             "bace_total_cost": float(self._bace.total_cost.mean()),
             "jct_ratio": float(np.mean(agent.avg_jct_h.to_numpy() / self._bace.avg_jct_h.to_numpy())),
             "cost_ratio": float(np.mean(agent.total_cost.to_numpy() / self._bace.total_cost.to_numpy())),
+            "agent_failures": float(agent.failures.mean()),
+            "bace_failures": float(self._bace.failures.mean()),
         }
         self.history.append(row)
         for key, value in row.items():

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
+from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.policy import AgentPolicy
-from agents.training import load_model, make_model, make_vec_env
+from agents.training import CheckpointLast, load_model, make_model, make_vec_env
 from geo_gym.env import GeoPipeEnv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +31,7 @@ def test_train_script_checkpoints_resumes_and_reports(tmp_path):
     assert table.loc["bace_pipe", "jct_vs_ref"] == 1.0
     evals = pd.read_csv(run / "eval.csv")
     assert len(evals) >= 1 and (evals.bace_avg_jct_h > 0).all()
+    assert {"agent_failures", "bace_failures", "jct_ratio", "cost_ratio"} <= set(evals.columns)
     # resume continues from the checkpoint up to a larger budget
     resumed = subprocess.run(cmd[:5] + ["4096"] + cmd[6:] + ["--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -67,3 +70,27 @@ def test_evaluate_script_compares_baselines_and_checkpoints(tmp_path):
     assert {"lcf", "sjf", "agentrun", "bace_pipe"} == set(table.index)
     assert table.loc["bace_pipe", "jct_vs_bace"] == 1.0
     assert (tmp_path / "out" / "jct_cdf.png").exists() and (tmp_path / "out" / "cost.png").exists()
+
+
+class _Crash(BaseCallback):
+    """Raise mid-training, as a killed process would stop (no end-of-training save)."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.at = at
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self.at:
+            raise KeyboardInterrupt
+        return True
+
+
+def test_a_crash_loses_at_most_one_checkpoint_interval(tmp_path):
+    env = make_vec_env(2, "paper-default", seed=0)
+    model = make_model("maskable-ppo", env, seed=0, tensorboard_log=None, n_steps=64, batch_size=64)
+    every, crash_at = 100, 700
+    with pytest.raises(KeyboardInterrupt):
+        model.learn(10_000, callback=[CheckpointLast(tmp_path / "last.zip", every), _Crash(crash_at)])
+    saved = load_model("maskable-ppo", tmp_path / "last.zip")
+    assert crash_at - every <= saved.num_timesteps <= crash_at
+    assert not (tmp_path / "last-partial.zip").exists()  # the atomic write left no partial file
