@@ -4,6 +4,9 @@
 
 Both run uniformly random valid actions (drawn from the action mask) for N in
 {1, 16, 64, 256}; the table gives steps/s (env steps, i.e. N per vector step) and the ratio.
+Two more columns explain the native numbers: the mean episode length in steps, and the time
+to draw and load one new episode (a reset of the native env divided by N), which every
+episode pays once in Python.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ def random_valid(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return u.argmax(axis=1)
 
 
-def measure(env, seconds: float) -> float:
+def measure(env, seconds: float) -> tuple[float, float]:
+    """(env steps per second, mean episode length in steps)."""
     rng = np.random.default_rng(0)
     _, info = env.reset(seed=0)
     masks = info["action_mask"]
@@ -43,21 +47,38 @@ def measure(env, seconds: float) -> float:
         _, _, _, _, info = env.step(random_valid(masks, rng))
         masks = info["action_mask"]
     steps = 0
+    episodes = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        _, _, _, _, info = env.step(random_valid(masks, rng))
+        _, _, terminated, _, info = env.step(random_valid(masks, rng))
         masks = info["action_mask"]
         steps += 1
-    return steps * env.num_envs / (time.perf_counter() - start)
+        episodes += int(terminated.sum())
+    elapsed = time.perf_counter() - start
+    return steps * env.num_envs / elapsed, steps * env.num_envs / max(episodes, 1)
+
+
+def reset_us(env, repeats: int = 5) -> float:
+    """Microseconds to draw and load one episode (best of ``repeats`` full resets)."""
+    best = np.inf
+    for i in range(repeats):
+        start = time.perf_counter()
+        env.reset(seed=i)
+        best = min(best, time.perf_counter() - start)
+    return best / env.num_envs * 1e6
 
 
 rows = []
 for n in args.num_envs:
-    native = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs), args.seconds)
+    venv = GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs)
+    native, ep_len = measure(venv, args.seconds)
     sync_env = gym.vector.SyncVectorEnv(
         [lambda: GeoPipeEnv(args.scenario, args.scenario_kwargs) for _ in range(n)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
-    sync = measure(sync_env, args.seconds)
-    rows.append({"num_envs": n, "native_steps_per_s": native, "sync_steps_per_s": sync, "ratio": native / sync})
+    sync, _ = measure(sync_env, args.seconds)
+    rows.append({
+        "num_envs": n, "native_steps_per_s": native, "sync_steps_per_s": sync, "ratio": native / sync,
+        "episode_steps": ep_len, "reset_us_per_episode": reset_us(venv),
+    })
 print(pd.DataFrame(rows).round(1).to_markdown(index=False))
