@@ -73,3 +73,21 @@ def test_maskable_ppo_and_ppo_accept_the_adapter():
     sv = SB3VecEnv(GeoPipeVectorEnv(2, "paper-default"))
     MaskablePPO("MlpPolicy", sv, n_steps=32, batch_size=32, n_epochs=1, seed=0).learn(64)
     PPO("MlpPolicy", sv, n_steps=32, batch_size=32, n_epochs=1, seed=0).learn(64)
+
+
+def test_bench_env_script_prints_the_comparison_table():
+    """Smoke run of scripts/bench_env.py on a tiny budget (the speed itself is not tested)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_env.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--seconds", "0.05", "--num-envs", "1", "2"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    header = out.stdout.strip().splitlines()[0]
+    for column in ("native_steps_per_s", "sync_steps_per_s", "ratio", "reset_us_per_episode"):
+        assert column in header
+    assert len(out.stdout.strip().splitlines()) == 4  # header, rule, N=1, N=2
