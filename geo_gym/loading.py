@@ -8,12 +8,15 @@ start episodes here, so the same seed gives the same episode everywhere.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from geo_gym import sim
 from geo_gym.scenarios import Scenario
 from geo_gym.sim import FALLBACK_STORE_MEAN, FALLBACK_USER, PRED_RETRIEVAL, PRED_STATIC, Core
 from geo_gym.uncertainty import UncertaintyConfig, draw_episode
+from geo_gym.uncertainty.draws import neutral_draws
 from geo_gym.uncertainty.failures import repair_hours
 from geo_gym.uncertainty.metadata import JobMetadata
 from geo_gym.uncertainty.predictors import RetrievalPredictor, store_append
@@ -59,10 +62,30 @@ def job_metadata(job) -> JobMetadata:
     )
 
 
+@lru_cache(maxsize=64)
+def _predictor(unc: UncertaintyConfig):
+    """The configuration's predictor, built once: loading reads its settings and uses its
+    stateless ``predict``; the retrieval history lives in the core, not in this object."""
+    return unc.make_predictor()
+
+
+def _uses_draws(unc: UncertaintyConfig, jobs) -> bool:
+    """Whether any random component of the episode reads ``draw_episode``'s numbers. When
+    none does (the perfect world), loading skips spawning their generators; the results are
+    the same, and the workload stream, drawn from the parent generator, is untouched."""
+    return (
+        getattr(_predictor(unc), "uses_noise", False)
+        or unc.failure_rate_per_gpu_hour > 0
+        or 0.0 < unc.tracker_detect_prob < 1.0
+        or unc.tracker_sigma() > 0
+        or any(job.failure_gpu_hours is not None for job in jobs)
+    )
+
+
 def required_sizes(scenario: Scenario, unc: UncertaintyConfig) -> dict:
     """The core sizes ``load`` needs for this scenario and uncertainty configuration."""
     sizes = {"max_jobs": len(scenario.jobs), "attempts": unc.max_attempts}
-    pred = unc.make_predictor()
+    pred = _predictor(unc)
     if isinstance(pred, RetrievalPredictor):
         sizes.update(store=pred.store.vecs.shape[0], dim=pred.vectorizer.dim)
     return sizes
@@ -107,7 +130,7 @@ def load(
             f"job {bad.name!r}: min_gpus={bad.min_gpus} exceeds the cluster's "
             f"{int(cl.capacities.sum())} GPUs"
         )
-    draws = draw_episode(rng, n, sizes["A"])
+    draws = draw_episode(rng, n, sizes["A"]) if _uses_draws(unc, jobs) else neutral_draws(n, sizes["A"])
     fate = _fates(jobs, unc, rng)
     full = np.array([p.iterations for p in profiles])
     columns = {
@@ -152,7 +175,7 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history) -> 
     n = len(jobs)
     sizes = sim._sizes(core)
     a = sizes["A"]
-    pred = unc.make_predictor()
+    pred = _predictor(unc)
     core.pred_mode[e] = PRED_STATIC
     core.store_vecs[e] = 0.0
     core.store_vals[e] = 0.0

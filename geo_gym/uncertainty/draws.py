@@ -51,3 +51,17 @@ def draw_episode(rng: np.random.Generator, n_jobs: int, max_attempts: int = 16) 
         tracker_u=g["tracker"].random(n_jobs),
         tracker_z=g["tracker"].standard_normal((n_jobs, 2)),
     )
+
+
+def neutral_draws(n_jobs: int, max_attempts: int = 16) -> EpisodeDraws:
+    """Numbers that switch every random component off: no noise, no failure, a tracker that
+    sees every job exactly when its detection probability is 1. For configurations that use
+    none of the draws (the perfect world), so that no generators are spawned for nothing."""
+    return EpisodeDraws(
+        pred_z=np.zeros(n_jobs),
+        fail_e=np.full((n_jobs, max_attempts), np.inf),
+        repair_z=np.zeros((n_jobs, max_attempts)),
+        handler_u=np.ones((n_jobs, max_attempts)),
+        tracker_u=np.zeros(n_jobs),
+        tracker_z=np.zeros((n_jobs, 2)),
+    )

@@ -184,6 +184,7 @@ class DurationPredictor:
 
     name = "base"
     uses_truth = False
+    uses_noise = False  # reads the pre-drawn standard normals ``z``
 
     def predict(
         self,
@@ -212,6 +213,7 @@ class NoisyPredictor(DurationPredictor):
 
     name = "noisy"
     uses_truth = True
+    uses_noise = True
 
     def __init__(self, sigma: float = 0.5):
         if not sigma >= 0:
