@@ -53,3 +53,35 @@ def test_evaluate_bad_trace_file_is_a_clear_error(tmp_path):
     out = run(tmp_path, "--trace", "philly", "--trace-file", str(bad), "--policies", "lcf", "--seeds", "1")
     assert out.returncode != 0
     assert "broken_cluster_job_log.json" in out.stderr and "missing field" in out.stderr
+
+
+def test_evaluate_a_checkpoint_on_a_trace(tmp_path):
+    """A checkpoint (an untrained model: loading and acting is what is tested here; training is
+    tests/test_training.py's) on the synthetic Philly sample, acting through GeoPipeEnv."""
+    from agents.training import make_model, make_vec_env
+
+    env = make_vec_env(2, "paper-default", seed=0, window=2)  # Table II: the trace's regions
+    model = make_model("maskable-ppo", env, seed=0, tensorboard_log=None, n_steps=32, batch_size=32)
+    ckpt = tmp_path / "tiny" / "last.zip"
+    ckpt.parent.mkdir()
+    model.save(str(ckpt))
+    out = run(tmp_path, "--trace", "philly", "--policies", "lcf", str(ckpt), "--window", "2",
+              "--seeds", "1", "--window-days", "0", "--max-jobs", "25")
+    assert out.returncode == 0, out.stderr[-3000:]
+    table = pd.read_csv(tmp_path / "table.csv", index_col=0)
+    assert set(table.index) == {"lcf", "tiny", "bace_pipe"}
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    assert (runs.jobs == 25).all()
+
+
+def test_agents_get_short_windows_by_default():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("evaluate_script", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = script.parser.parse_args(["--trace", "philly", "--window-days", "0", "--seeds", "1"])
+    with_agent, described, label = script.trace_workloads(args, has_agent=True)
+    assert len(with_agent[0][1].jobs) == script.AGENT_MAX_JOBS == 300 and "SYNTHETIC" in label
+    without, _, _ = script.trace_workloads(args, has_agent=False)
+    assert len(without[0][1].jobs) == 989  # the whole sample: 1,000 jobs less 11 without a run time
