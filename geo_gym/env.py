@@ -41,7 +41,7 @@ consistent, so the episode-return identity below holds for any action sequence.
 | 8 | log1p(infrastructure failures so far) |
 | 9 | GPUs under repair / all GPUs |
 | 10 + 4r ... | region r: free/capacity, capacity/max capacity, price/max price, mean residual out-bandwidth / max link bandwidth |
-| slot block (8) | present, I_j (Eq. 9), D_j (Eq. 10) over the window, log1p(predicted remaining E_j(K*) h), K*/128, log1p(waiting h), log1p(failures of this job), 1 if the prediction came from similar finished jobs |
+| slot block (8) | present, I_j (Eq. 9), D_j (Eq. 10) over the window, log1p(predicted remaining E_j(K*) h), K*/128 (K* is capped by the job's GPU request, `JobSpec.max_gpus`), log1p(waiting h), log1p(failures of this job), 1 if the prediction came from similar finished jobs |
 | option block (4) per rule | valid, GPUs/K*, log1p(predicted remaining runtime h on that placement), cost rate: sum_r n_r P_r / (K* max_r P_r) |
 
 Slot s occupies ``10 + 4K + s (8 + 4R)``, its options follow it. Future submissions are not

@@ -40,7 +40,14 @@ def start_episode(core, e, make, rng, unc: UncertaintyConfig, warmup_workloads: 
         fates = _fates(past.jobs, unc, rng)
         for job, f in zip(past.jobs, fates, strict=True):
             iters = profile(job, past.cluster.gpu, past.stage_overhead, past.cluster.intra_region_gbps).iterations
-            history.append((job, max(1.0, round(iters * f))))
+            ran = iters * f
+            history.append((job, max(1.0, round(ran)) if job.iterations is None else ran))
+    k = scen.cluster.num_regions
+    if core.cap.shape[1] != k and core.cap.shape[0] == 1:
+        # A one-simulation core (geo_gym.simulate) follows the workload's region count,
+        # which the ``random`` scenario draws per seed; load() overwrites all state anyway.
+        # Env cores keep theirs: their observation layout depends on it (load() raises).
+        core = sim.allocate(1, k, 1)
     core = sim.ensure(core, **required_sizes(scen, unc))
     jobs = load(core, e, scen, rng, unc, history)
     n = len(jobs)
@@ -133,15 +140,19 @@ def load(
     draws = draw_episode(rng, n, sizes["A"]) if _uses_draws(unc, jobs) else neutral_draws(n, sizes["A"])
     fate = _fates(jobs, unc, rng)
     full = np.array([p.iterations for p in profiles])
+    # Catalog jobs run whole iterations; a job with an explicit (calibrated, possibly
+    # fractional) iteration count runs exactly its fate's share of it.
+    whole = np.array([j.iterations is None for j in jobs], dtype=bool)
+    ran = full * fate
     columns = {
         "submit": [j.submit for j in jobs],
         "work": [p.work for p in profiles],
         "mb": [p.num_microbatches for p in profiles],
         "full_iters": full,
-        "iters": np.maximum(1.0, np.round(full * fate)),
+        "iters": np.where(whole, np.maximum(1.0, np.round(ran)), ran),
         "act": [p.activation_gbit for p in profiles],
-        "kstar": [p.k_star for p in profiles],
-        "b_ref": [p.b_j(p.k_star) for p in profiles],
+        "kstar": [p.k_target for p in profiles],  # what the rules aim at (K*, or the request)
+        "b_ref": [p.b_j(p.k_target) for p in profiles],
         "t1": [p.e1 / p.iterations for p in profiles],
         "tk": [p.ideal_duration / p.iterations for p in profiles],
         "min_gpus": min_gpus,

@@ -63,7 +63,7 @@ _STATIC = {
     "full_iters": ("J", np.float64),  # configured iterations: what the user asked for
     "iters": ("J", np.float64),  # iterations the job actually runs (its fate, hidden)
     "act": ("J", np.float64),
-    "kstar": ("J", np.int64),
+    "kstar": ("J", np.int64),  # GPUs the rules aim at: K* (Eq. 13), or the request when smaller
     "min_gpus": ("J", np.int64),
     "b_ref": ("J", np.float64),  # b_j at K*, the Eq. (10) sensitivity input
     "t1": ("J", np.float64),  # t_iter on one GPU

@@ -33,6 +33,13 @@ class JobSpec:
     # its GPUs for failure_gpu_hours[a] GPU-hours, later attempts never fail. None: the
     # uncertainty configuration's random failure process applies (geo_gym/loading.py).
     failure_gpu_hours: tuple[float, ...] | None = None
+    # The GPUs the user asked for (trace jobs): every placement rule then aims at
+    # min(K*, max_gpus) instead of K*. None: K* (the paper's cap, IV-A).
+    max_gpus: int | None = None
+    # The configured iteration count I_j, overriding epochs x samples / batch (Table I). Trace
+    # jobs calibrated to a traced run time use it; it may be fractional (a job shorter than
+    # one iteration of its model). None: whole iterations from the dataset and epochs.
+    iterations: float | None = None
 
     def __post_init__(self) -> None:
         if not self.submit >= 0:
@@ -56,6 +63,18 @@ class JobSpec:
                 f"JobSpec {self.name!r}: failure_gpu_hours must be finite GPU-hours >= 0, "
                 f"got {self.failure_gpu_hours!r}"
             )
+        if self.max_gpus is not None and (
+            isinstance(self.max_gpus, bool) or int(self.max_gpus) != self.max_gpus
+            or self.max_gpus < self.min_gpus
+        ):
+            raise ValueError(
+                f"JobSpec {self.name!r}: max_gpus must be an integer >= min_gpus "
+                f"({self.min_gpus}), got {self.max_gpus!r}"
+            )
+        if self.iterations is not None and not 0 < self.iterations < float("inf"):
+            raise ValueError(
+                f"JobSpec {self.name!r}: iterations must be a finite number > 0, got {self.iterations!r}"
+            )
         if self.micro_batch > self.model.batch_size:
             raise ValueError(
                 f"JobSpec {self.name!r}: micro_batch {self.micro_batch} exceeds the batch size "
@@ -74,7 +93,8 @@ class JobProfile:
     activation_gbit: float  # A_j
     k_star: int  # Eq. (13)
     e1: float  # E_j(1), Eq. (2) on one GPU
-    ideal_duration: float  # E_j(K*) inside one region
+    ideal_duration: float  # E_j(k_target) inside one region
+    k_target: int  # the GPUs every rule aims at: K*, or the job's max_gpus when smaller
 
     def t_comp(self, num_stages: int) -> float:
         return costmodel.t_comp(self.work, num_stages, self.stage_overhead)
@@ -90,11 +110,16 @@ def profile(
     stage_overhead: float = catalog.DEFAULT_STAGE_OVERHEAD_S,
     intra_gbps: float = catalog.DEFAULT_INTRA_REGION_GBPS,
 ) -> JobProfile:
-    work, mb, act, ks, t1, tk = _per_iteration(
-        job.model, job.seq_len, job.micro_batch, gpu, stage_overhead, intra_gbps
-    )
-    iters = costmodel.num_iterations(job.dataset.samples, job.model.batch_size, job.epochs)
-    return JobProfile(work, stage_overhead, mb, iters, act, ks, iters * t1, iters * tk)
+    key = (job.model, job.seq_len, job.micro_batch, gpu, stage_overhead, intra_gbps)
+    work, mb, act, ks, t1, tk = _per_iteration(*key)
+    if job.iterations is not None:
+        iters = float(job.iterations)
+    else:
+        iters = costmodel.num_iterations(job.dataset.samples, job.model.batch_size, job.epochs)
+    target = ks if job.max_gpus is None else min(ks, int(job.max_gpus))
+    if target != ks:
+        tk = _t_iter_single_region(*key, target)
+    return JobProfile(work, stage_overhead, mb, iters, act, ks, iters * t1, iters * tk, target)
 
 
 # Everything but the iteration count depends on the model and batch settings only, so
@@ -111,3 +136,13 @@ def _per_iteration(
     t1 = costmodel.single_region_iteration_time(work, 1, act, intra_gbps, stage_overhead, mb)
     tk = costmodel.single_region_iteration_time(work, ks, act, intra_gbps, stage_overhead, mb)
     return work, mb, act, ks, t1, tk
+
+
+@lru_cache(maxsize=4096)
+def _t_iter_single_region(
+    m: ModelSpec, seq_len: int, micro_batch: int, gpu: GPUType, stage_overhead: float,
+    intra_gbps: float, k: int,
+) -> float:
+    """Eq. (1) on k GPUs in one region (a job capped below K* by its request)."""
+    work, mb, act, *_ = _per_iteration(m, seq_len, micro_batch, gpu, stage_overhead, intra_gbps)
+    return costmodel.single_region_iteration_time(work, k, act, intra_gbps, stage_overhead, mb)

@@ -1,0 +1,83 @@
+"""Job-level settings that trace jobs rely on: a GPU request capping every rule, and an
+explicit (possibly fractional) iteration count."""
+
+import numpy as np
+import pytest
+
+import baselines
+import geo_gym
+from geo_gym import catalog, costmodel
+from geo_gym.cluster import Cluster, Region
+from geo_gym.env import GeoPipeEnv
+from geo_gym.placement import NUM_RULES
+from geo_gym.scenarios import Scenario
+from geo_gym.workload import JobSpec, profile
+
+QWEN = catalog.model_by_name("Qwen2.5-14B")  # K* = 48
+ALPACA = catalog.dataset_by_name("Alpaca-52k")
+
+
+def two_regions(jobs):
+    cl = Cluster((Region("R", 64, 0.2, 10.0), Region("S", 64, 0.3, 10.0)))
+    return Scenario("test", cl, tuple(jobs))
+
+
+def test_max_gpus_caps_the_target_and_the_ideal_duration():
+    free = profile(JobSpec("a", QWEN, ALPACA))
+    capped = profile(JobSpec("b", QWEN, ALPACA, max_gpus=4))
+    assert free.k_target == free.k_star == 48 and capped.k_target == 4
+    work, mb, act = capped.work, capped.num_microbatches, capped.activation_gbit
+    t4 = costmodel.single_region_iteration_time(
+        work, 4, act, catalog.DEFAULT_INTRA_REGION_GBPS, catalog.DEFAULT_STAGE_OVERHEAD_S, mb
+    )
+    assert capped.ideal_duration == pytest.approx(capped.iterations * t4)
+    assert capped.ideal_duration > free.ideal_duration  # fewer GPUs, slower
+
+
+@pytest.mark.parametrize("name", ["bace_pipe", "lcf", "ldf", "cr_lcf", "cr_ldf", "bace_pipe_no_costmin"])
+def test_every_rule_respects_the_request(name):
+    jobs = [JobSpec(f"j{i}", QWEN, ALPACA, max_gpus=g) for i, g in enumerate([1, 3, 8, 100])]
+    res = geo_gym.simulate(two_regions(jobs), baselines.make(name), seed=0)
+    assert list(res.jobs.gpus) == [1, 3, 8, 48]  # the request, or K* when the request is larger
+
+
+def test_env_options_respect_the_request():
+    env = GeoPipeEnv(two_regions([JobSpec("j", QWEN, ALPACA, max_gpus=5)]), window=1)
+    env.reset(seed=0)
+    g = env.opts.g[0, 0]
+    assert g.max() == 5 and (g[: NUM_RULES] > 0).all()
+
+
+def test_fractional_iterations_run_exactly():
+    job = JobSpec("short", QWEN, ALPACA, iterations=0.3, max_gpus=2)
+    res = geo_gym.simulate(two_regions([job]), baselines.make("lcf"), seed=0)
+    p = profile(job)
+    assert res.jobs.loc[0, "iters"] == pytest.approx(0.3)
+    assert res.jobs.loc[0, "jct_h"] * 3600 == pytest.approx(p.ideal_duration)  # 2 GPUs in one region
+
+
+def test_fates_of_fractional_jobs_are_not_rounded():
+    job = JobSpec("f", QWEN, ALPACA, iterations=2.0, fate_fraction=0.1)
+    res = geo_gym.simulate(two_regions([job]), baselines.make("lcf"), seed=0)
+    assert res.jobs.loc[0, "iters"] == pytest.approx(0.2)
+    assert res.jobs.loc[0, "configured_iters"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    "field, value", [("max_gpus", 0), ("max_gpus", 2.5), ("iterations", 0.0), ("iterations", np.inf)]
+)
+def test_bad_job_settings_name_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        JobSpec("x", QWEN, ALPACA, **{field: value})
+
+
+def test_max_gpus_below_min_gpus_is_rejected():
+    with pytest.raises(ValueError, match="max_gpus"):
+        JobSpec("x", QWEN, ALPACA, min_gpus=4, max_gpus=2)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_simulate_follows_the_drawn_region_count(seed):
+    """``random`` draws 3-6 regions per seed; the fast path sizes its core to the workload."""
+    res = geo_gym.simulate("random", baselines.make("lcf"), seed=seed, scenario_kwargs={"num_jobs": 30})
+    assert len(res.jobs) == 30 and (res.jobs.jct_h > 0).all()
