@@ -519,22 +519,39 @@ NUM_CAND_FEATURES = 3
 
 
 @_jit
-def candidate_features(c, e, n, out):
-    """Features of the first n pending jobs, as float32 (exactly what the observation holds):
-    I_j (Eq. 9) and D_j (Eq. 10) normalised over these candidates, log1p(predicted E_j(K*) h),
-    all on *predicted remaining* work (``remaining_pred``), never the truth."""
+def _feature_scales(c, e, n):
+    """The normalisers of Eq. (9)/(10) over the first n pending jobs: the largest predicted
+    remaining E_j(1) and the largest b_j(K*)."""
     e1_max = 0.0
     b_max = 0.0
     for i in range(n):
         j = c.pend[e, i]
         e1_max = max(e1_max, remaining_pred(c.pred_iters[e, j], c.done_iters[e, j]) * c.t1[e, j])
         b_max = max(b_max, c.b_ref[e, j])
+    return e1_max, b_max
+
+
+@_jit
+def _job_features(c, e, j, e1_max, b_max):
+    """Pending job j's (I_j, D_j, log1p(predicted E_j(K*) h)) as float32, the precision the
+    observation holds, so that every path orders on the very same numbers."""
+    rem = remaining_pred(c.pred_iters[e, j], c.done_iters[e, j])
+    f_i = np.float32(rem * c.t1[e, j] / e1_max if e1_max > 0 else 0.0)
+    f_d = np.float32(c.b_ref[e, j] / b_max if b_max > 0 else 0.0)
+    f_log = np.float32(np.log1p(rem * c.tk[e, j] / 3600.0))
+    return f_i, f_d, f_log
+
+
+@_jit
+def candidate_features(c, e, n, out):
+    """Features of the first n pending jobs, as float32 (exactly what the observation holds):
+    I_j (Eq. 9) and D_j (Eq. 10) normalised over these candidates, log1p(predicted E_j(K*) h),
+    all on *predicted remaining* work (``remaining_pred``), never the truth."""
+    e1_max, b_max = _feature_scales(c, e, n)
     for i in range(n):
-        j = c.pend[e, i]
-        rem = remaining_pred(c.pred_iters[e, j], c.done_iters[e, j])
-        out[i, CAND_I] = rem * c.t1[e, j] / e1_max if e1_max > 0 else 0.0
-        out[i, CAND_D] = c.b_ref[e, j] / b_max if b_max > 0 else 0.0
-        out[i, CAND_LOG_IDEAL] = np.log1p(rem * c.tk[e, j] / 3600.0)
+        out[i, CAND_I], out[i, CAND_D], out[i, CAND_LOG_IDEAL] = _job_features(
+            c, e, c.pend[e, i], e1_max, b_max
+        )
 
 
 @_jit
@@ -564,28 +581,16 @@ SELECT_BEFORE_SORT = 8
 @_jit
 def _order_keys(c, e, n, order, alpha32, keys):
     """keys[i] for the first n pending jobs, ascending = earlier, bit for bit the keys
-    ``order_candidates`` computes from ``candidate_features``: the same float32 features
-    (I_j, D_j normalised over the n candidates, log1p(predicted E_j(K*) h)), widened to
-    float64, without writing the feature table (SJF needs one column, priority two)."""
+    ``order_candidates`` computes from ``candidate_features`` (the same ``_job_features``),
+    without writing the feature table."""
     a = np.float64(alpha32)
-    if order == ORDER_SJF:
-        for i in range(n):
-            j = c.pend[e, i]
-            rem = remaining_pred(c.pred_iters[e, j], c.done_iters[e, j])
-            keys[i] = np.float64(np.float32(np.log1p(rem * c.tk[e, j] / 3600.0)))
-        return
-    e1_max = 0.0
-    b_max = 0.0
+    e1_max, b_max = _feature_scales(c, e, n)
     for i in range(n):
-        j = c.pend[e, i]
-        e1_max = max(e1_max, remaining_pred(c.pred_iters[e, j], c.done_iters[e, j]) * c.t1[e, j])
-        b_max = max(b_max, c.b_ref[e, j])
-    for i in range(n):
-        j = c.pend[e, i]
-        rem = remaining_pred(c.pred_iters[e, j], c.done_iters[e, j])
-        f_i = np.float32(rem * c.t1[e, j] / e1_max if e1_max > 0 else 0.0)
-        f_d = np.float32(c.b_ref[e, j] / b_max if b_max > 0 else 0.0)
-        keys[i] = -costmodel.priority_nb(np.float64(f_i), np.float64(f_d), a)
+        f_i, f_d, f_log = _job_features(c, e, c.pend[e, i], e1_max, b_max)
+        if order == ORDER_SJF:
+            keys[i] = np.float64(f_log)
+        else:
+            keys[i] = -costmodel.priority_nb(np.float64(f_i), np.float64(f_d), a)
 
 
 @_jit
