@@ -230,6 +230,8 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
                 g = g_new
             else:
                 break
+        if g < g_max:
+            continue  # every allocator places exactly g here, so this path cannot win
         placed = _allocate(allocator, path, n, g, free, prices, alloc, ws[3])
         c_avg = 0.0
         for i in range(n):
