@@ -14,7 +14,8 @@
 Policies are baseline names (`baselines.names()`) or paths to trained checkpoints (`.zip`,
 loaded with --algo). Prints a table (avg / p50 / p99 JCT, avg queueing, makespan, total cost,
 failures; each also normalised to BACE-Pipe replicate by replicate, then averaged; and the
-mean GPUs a job was given, gpus_per_job) and writes
+mean GPUs a job was given, gpus_per_job; and pred_log_err, the mean |ln(predicted / executed
+iterations)| of what the scheduler was told about each job) and writes
 <out>/runs.csv, <out>/table.csv, <out>/jct_cdf.png and <out>/cost.png (and, for traces,
 <out>/workloads.csv: the jobs, load and capacity of every replicate).
 
@@ -23,14 +24,24 @@ Without --trace-file the committed synthetic samples in traces/data/ are used, a
 says SYNTHETIC. Replicate i (of --seeds) is the window starting at --window-start-days +
 i x --window-stride-days (default: consecutive windows), sampled with seed --first-seed + i
 when --sample < 1, and simulated with that seed. Trained agents act through GeoPipeEnv (about
-0.3 ms a step), so with a checkpoint among the policies a trace window is cut to its first
---max-jobs jobs, 300 unless given.
+0.1-0.3 ms a step), so with a checkpoint among the policies a trace window is cut to its first
+--max-jobs jobs, 300 unless given (--max-jobs 0: the whole window). --warmup-previous-window
+pre-fills SchedMate's retrieval history with the jobs of the window just before each replicate's
+(same length, mapped the same way; traces/warmup.py); without it every window starts with an
+empty history. The wall time of each policy is printed at the end (not written: the CSVs
+depend only on the inputs and seeds).
+
+    # the trained agent on five real RFold 1-day windows (docs/results.md, "Traces")
+    python scripts/evaluate.py --policies runs/default/last.zip bace_pipe sjf lcf \\
+        --trace philly --trace-file ../shared/traces/philly/rfold_philly_trace.csv.gz \\
+        --window-start-days 56 --window-days 1 --seeds 5 --max-jobs 0 --window 8 --cost-weight 0.1
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 import matplotlib
@@ -45,6 +56,7 @@ import baselines  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
 from traces.mapping import MappingOptions, map_trace  # noqa: E402
 from traces.readers import guess_kind, read_trace  # noqa: E402
+from traces.warmup import simulate_warm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTHETIC_SAMPLES = {
@@ -81,12 +93,14 @@ trace.add_argument("--window-start-days", type=float, default=0.0, help="on the 
 trace.add_argument("--window-days", type=float, default=0.25, help="0: the whole trace")
 trace.add_argument("--window-stride-days", type=float, default=None, help="between replicates; default --window-days")
 trace.add_argument("--sample", type=float, default=1.0, help="fraction of each window's jobs kept")
-trace.add_argument("--max-jobs", type=int, default=None, help=f"first jobs of each window ({AGENT_MAX_JOBS} with agents)")
+trace.add_argument("--max-jobs", type=int, default=None,
+                   help=f"first jobs of each window ({AGENT_MAX_JOBS} with agents); 0: all")
 trace.add_argument("--compression", type=float, default=1.0, help="arrival times divided by this")
 trace.add_argument("--target-load", type=float, default=MappingOptions.target_load)
-trace.add_argument("--load-basis", choices=["request", "kstar"], default="request")
 trace.add_argument("--keep-cpu-jobs", action="store_true", help="map CPU-only jobs as 1-GPU jobs")
 trace.add_argument("--no-trace-failures", action="store_true", help="ignore the trace's failures")
+trace.add_argument("--warmup-previous-window", action="store_true",
+                   help="pre-fill the retrieval history with the preceding window's jobs (needs --window-days > 0)")
 
 
 def load_policy(name: str, algo: str):
@@ -100,8 +114,9 @@ def load_policy(name: str, algo: str):
     return name, baselines.make(name)
 
 
-def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object]], pd.DataFrame, str]:
-    """(seed, Scenario) per replicate, a table describing them, and a label for the output."""
+def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object, object]], pd.DataFrame, str]:
+    """(seed, Scenario, preceding window's Scenario or None) per replicate, a table describing
+    them, and a label for the output."""
     path = args.trace_file or SYNTHETIC_SAMPLES[args.trace]
     synthetic = args.trace_file is None
     kind = guess_kind(path)
@@ -110,27 +125,47 @@ def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object]], pd
     elif kind is None or kind.startswith("acme"):
         kind = "philly_job_log"
     table = read_trace(path, kind)
+    if args.max_jobs is not None and args.max_jobs < 0:
+        raise SystemExit(f"--max-jobs must be >= 0 (0: the whole window), got {args.max_jobs}")
     max_jobs = args.max_jobs if args.max_jobs is not None else (AGENT_MAX_JOBS if has_agent else None)
+    max_jobs = max_jobs or None
     length = args.window_days * DAY if args.window_days > 0 else None
+    if args.warmup_previous_window and length is None:
+        raise SystemExit("--warmup-previous-window needs windows (--window-days > 0): the whole trace has no preceding window")
     stride = (args.window_stride_days if args.window_stride_days is not None else args.window_days) * DAY
     label = f"{'SYNTHETIC (not real data) ' if synthetic else ''}{args.trace} trace {path} [{kind}]"
     out, rows = [], []
     for i in range(args.seeds):
         seed = args.first_seed + i
         start = args.window_start_days * DAY + i * stride
-        mapped = map_trace(
-            table, start=start, length=length, sample=args.sample, sample_seed=seed,
-            max_jobs=max_jobs, gpu_only=not args.keep_cpu_jobs, compression=args.compression,
-            target_load=args.target_load, load_basis=args.load_basis,
+        options = dict(
+            sample=args.sample, sample_seed=seed, max_jobs=max_jobs, gpu_only=not args.keep_cpu_jobs,
+            compression=args.compression, target_load=args.target_load,
             trace_failures=not args.no_trace_failures,
         )
-        out.append((seed, mapped.scenario))
+        mapped = map_trace(table, start=start, length=length, **options)
+        past, past_jobs = None, 0
+        if args.warmup_previous_window and start > 0:
+            # The preceding window (clipped at the trace's start), mapped the same way; only its
+            # jobs and what they ran are used (the retrieval history), not its cluster.
+            try:
+                before = map_trace(table, start=max(start - length, 0.0), length=start - max(start - length, 0.0),
+                                   **options)
+                past, past_jobs = before.scenario, len(before.scenario.jobs)
+            except ValueError as err:
+                if "no job left to map" not in str(err):
+                    raise
+        out.append((seed, mapped.scenario, past))
+        j = mapped.jobs
         rows.append({
             "seed": seed, "window_start_days": start / DAY, "jobs": len(mapped.scenario.jobs),
             "offered_load_gpus": mapped.offered_load_gpus, "capacity_scale": mapped.capacity_scale,
             "gpus": int(mapped.scenario.cluster.capacities.sum()),
-            "requested_gpus_per_job": float(mapped.jobs["gpus"].clip(lower=1).mean()),
-            "planted_failures": int(sum(len(h) for h in mapped.jobs["failure_gpu_hours"] if h)),
+            "requested_gpus_per_job": float(j["max_gpus"].mean()),
+            "target_gpus_per_job": float(j["stages"].mean()),
+            "shorter_than_one_iteration": float((j["duration_s"] < j["t_iter_s"]).mean()),
+            "planted_failures": int(sum(len(h) for h in j["failure_gpu_hours"] if h)),
+            **({"warmup_jobs": past_jobs} if args.warmup_previous_window else {}),
             **{f"dropped_{k}": v for k, v in mapped.dropped.items()},
         })
     return out, pd.DataFrame(rows), label
@@ -191,24 +226,33 @@ def main(args) -> None:
         kwargs = {}
     else:
         args.seeds = 10 if args.seeds is None else args.seeds
-        workloads = [(s, args.scenario) for s in range(args.first_seed, args.first_seed + args.seeds)]
+        workloads = [(s, args.scenario, None) for s in range(args.first_seed, args.first_seed + args.seeds)]
         label = f"scenario {args.scenario} {args.scenario_kwargs or ''}"
         kwargs = {"scenario_kwargs": args.scenario_kwargs}
-    rows, jcts = [], {}
+    rows, jcts, wall = [], {}, {}
     tasks = [(p, w) for p in policies.items() for w in workloads]
-    for (name, pol), (seed, scenario) in tqdm(tasks, desc="evaluate"):
-        res = simulate(scenario, pol, seed=seed, env_kwargs=env_kwargs, **kwargs)
+    for (name, pol), (seed, scenario, past) in tqdm(tasks, desc="evaluate"):
+        t = time.perf_counter()
+        if past is not None:
+            res = simulate_warm(scenario, past, pol, seed=seed, env_kwargs=env_kwargs)
+        else:
+            res = simulate(scenario, pol, seed=seed, env_kwargs=env_kwargs, **kwargs)
+        wall[name] = wall.get(name, 0.0) + time.perf_counter() - t
+        ran = res.jobs["iters"].to_numpy()
         rows.append({"policy": name, "seed": seed, "jobs": res.summary["num_jobs"],
-                     **{m: res.summary[m] for m in METRICS}, "gpus_per_job": res.jobs["gpus"].mean()})
+                     **{m: res.summary[m] for m in METRICS}, "gpus_per_job": res.jobs["gpus"].mean(),
+                     # how far what the scheduler was told is from what the job ran (log ratio)
+                     "pred_log_err": float(np.abs(np.log(res.jobs["predicted_iters"].to_numpy() / ran)).mean())})
         jcts.setdefault(name, []).extend(res.jobs["jct_h"].tolist())
     runs = normalise(pd.DataFrame(rows))
     runs.insert(0, "workload", label)
     runs.to_csv(args.out / "runs.csv", index=False)
-    table = runs.groupby("policy", sort=False)[[*METRICS, *RATIO_NAMES.values(), "gpus_per_job"]].mean()
+    table = runs.groupby("policy", sort=False)[[*METRICS, *RATIO_NAMES.values(), "gpus_per_job", "pred_log_err"]].mean()
     table = table.sort_values("jct_vs_bace")
     table.to_csv(args.out / "table.csv")
     print(f"{label}: {len(workloads)} replicate(s), mean over replicates; *_vs_bace: ratio to bace_pipe")
     print(table.round(3).to_markdown())
+    print("wall time per policy (s, all replicates): " + ", ".join(f"{k} {v:.1f}" for k, v in wall.items()))
     plot(table, jcts, args.out, label)
 
 

@@ -91,11 +91,12 @@ def test_size_class_rejects_bad_requests(bad):
 def test_calibration_equation():
     t = t_iter("Qwen2.5-14B", 1)
     assert ideal_iteration_time(catalog.model_by_name("Qwen2.5-14B"), 1, A6000, OVERHEAD, INTRA) == t
-    assert calibrated_iterations(10 * t, t) == 10
-    assert calibrated_iterations(10.4 * t, t) == 10 and calibrated_iterations(10.6 * t, t) == 11
-    assert calibrated_iterations(0.1 * t, t) == 1  # shorter than half an iteration: one
-    with pytest.raises(ValueError):
-        calibrated_iterations(NAN, t)
+    assert calibrated_iterations(10 * t, t) == pytest.approx(10)
+    assert calibrated_iterations(10.4 * t, t) == pytest.approx(10.4)  # no rounding
+    assert calibrated_iterations(0.1 * t, t) == pytest.approx(0.1)  # a fraction of one iteration
+    for bad in (NAN, 0.0, -1.0, math.inf):
+        with pytest.raises(ValueError, match="duration"):
+            calibrated_iterations(bad, t)
 
 
 def test_fate_rule_table():
@@ -132,25 +133,79 @@ def test_completed_job_by_hand():
     t8 = t_iter("Qwen2.5-32B", 8)
     m = map_trace(table({"gpus": 8, "duration": 37.2 * t8}), target_load=None)
     row = m.jobs.iloc[0]
-    assert (row.model, row.stages, row.executed_iters, row.configured_iters) == ("Qwen2.5-32B", 8, 37, 37)
-    assert row.t_iter_s == pytest.approx(t8)
+    assert (row.model, row.max_gpus, row.stages, row.kstar) == ("Qwen2.5-32B", 8, 8, 60)
+    assert row.executed_iters == row.configured_iters == pytest.approx(37.2)  # not rounded
+    assert row.t_iter_s == pytest.approx(t8) and row.run_s == pytest.approx(37.2 * t8)
     spec = m.scenario.jobs[0]
-    assert profile(spec).iterations == 37 and spec.fate_fraction == 1.0
+    assert spec.iterations == pytest.approx(37.2) and spec.max_gpus == 8 and spec.fate_fraction == 1.0
+    p = profile(spec)
+    assert p.iterations == spec.iterations and p.k_target == 8
+    assert p.ideal_duration == pytest.approx(37.2 * t8)  # E_j on the request: the traced run
     assert spec.failure_gpu_hours is None  # no attempts recorded: the random process applies
     assert m.scenario.cluster.capacities.tolist() == paper_cluster().capacities.tolist()
 
 
 def test_early_end_job_by_hand():
     t1 = t_iter("Qwen2.5-14B", 1)
-    m = map_trace(table({"state": "FAILED", "duration": 20 * t1}), target_load=None)
+    m = map_trace(table({"state": "FAILED", "duration": 20.3 * t1}), target_load=None)
     row = m.jobs.iloc[0]
-    configured = round(20 / EARLY_END_FRACTION)  # 77
-    assert (row.executed_iters, row.configured_iters) == (20, configured)
+    configured = 20.3 / EARLY_END_FRACTION  # 78.3, not rounded
+    assert row.executed_iters == pytest.approx(20.3) and row.configured_iters == pytest.approx(configured)
     spec = m.scenario.jobs[0]
-    assert profile(spec).iterations == configured
+    assert profile(spec).iterations == pytest.approx(configured)
+    assert spec.fate_fraction == pytest.approx(EARLY_END_FRACTION)
     core = sim.ensure(sim.allocate(1, 6, 1), **loading.required_sizes(m.scenario, UncertaintyConfig()))
     loading.load(core, 0, m.scenario, np.random.default_rng(0), UncertaintyConfig())
-    assert core.iters[0, 0] == 20 and core.full_iters[0, 0] == configured  # runs the traced work
+    # it runs exactly the traced work; a user estimate sees the configured length
+    assert core.iters[0, 0] == pytest.approx(20.3) and core.full_iters[0, 0] == pytest.approx(configured)
+    assert core.kstar[0, 0] == 1  # the rules aim at the request, not at K* = 48
+
+
+def test_one_gpu_short_job_by_hand():
+    """A 1-GPU 600 s job: Qwen2.5-14B capped at one GPU, 600 / t_iter(1) = 0.54 iterations, and
+    its ideal replay (alone, on one GPU) takes exactly the traced 600 s under every baseline."""
+    t1 = t_iter("Qwen2.5-14B", 1)
+    m = map_trace(table({"gpus": 1, "duration": 600.0}), target_load=None)
+    spec = m.scenario.jobs[0]
+    assert spec.model.name == "Qwen2.5-14B" and spec.max_gpus == 1
+    assert spec.iterations == pytest.approx(600 / t1) and 0.5 < spec.iterations < 0.6
+    for name in baselines.names():
+        res = geo_gym.simulate(m.scenario, baselines.make(name))
+        job = res.jobs.iloc[0]
+        assert job.gpus == 1, name
+        assert job.iters == pytest.approx(600 / t1), name
+        assert job.jct_h * 3600 == pytest.approx(600.0), name
+
+
+@pytest.mark.parametrize("name", baselines.names())
+def test_requests_cap_every_baseline(name):
+    """A 16-GPU Falcon-40B job (K* 60) gets 16 GPUs, a 128-GPU FLM-101B job K* = 74, 1- and
+    4-GPU jobs their request; each alone runs its traced time. The random policy never more."""
+    jobs = [{"gpus": g, "duration": 3000.0, "submit": i * 1e5} for i, g in enumerate((16, 128, 1, 4))]
+    m = map_trace(table(*jobs), target_load=None, cluster=Cluster((Region("R", 200, 0.2, 10.0),)))
+    assert [s.max_gpus for s in m.scenario.jobs] == [16, 128, 1, 4]
+    assert m.jobs.stages.tolist() == [16, 74, 1, 4]
+    res = geo_gym.simulate(m.scenario, baselines.make(name))
+    if name == "random":  # it may also pick the env's half- and quarter-target options
+        assert (res.jobs.gpus <= m.jobs.stages).all() and (res.jobs.jct_h * 3600 >= 3000 - 1e-6).all()
+        return
+    assert res.jobs.gpus.tolist() == [16, 74, 1, 4]
+    assert (res.jobs.jct_h * 3600).to_numpy() == pytest.approx([3000.0] * 4)
+
+
+def test_ideal_replay_takes_the_traced_run_times():
+    """Jobs far apart (no queueing) on one large region: every job's JCT is its traced run
+    (COMPLETED, UNKNOWN, early ends), twice it for an interruption (it runs all its work)."""
+    states = ("COMPLETED", "FAILED", "CANCELLED", "PREEMPTED", "UNKNOWN", "TIMEOUT")
+    durations = (45.0, 700.0, 1234.5, 300.0, 86_400.0, 5.0)
+    gpus = (1, 2, 8, 3, 32, 64)
+    jobs = [{"state": st, "duration": d, "gpus": g, "submit": i * 1e6}
+            for i, (st, d, g) in enumerate(zip(states, durations, gpus, strict=True))]
+    m = map_trace(table(*jobs), target_load=None, cluster=Cluster((Region("R", 100, 0.2, 10.0),)))
+    res = geo_gym.simulate(m.scenario, baselines.make("bace_pipe"))
+    expected = [d * (2.0 if st == "PREEMPTED" else 1.0) for st, d in zip(states, durations, strict=True)]
+    assert (res.jobs.jct_h * 3600).to_numpy() == pytest.approx(expected)
+    assert res.jobs.gpus.tolist() == [1, 2, 8, 3, 32, 48]  # Solar-Open-100B: K* = 48
 
 
 def test_retries_become_planted_failures():
@@ -158,24 +213,28 @@ def test_retries_become_planted_failures():
     att = ((0.0, 3 * t4), (3 * t4 + 60, 10 * t4 + 60))  # 3 + 7 iterations' worth
     m = map_trace(table({"gpus": 4, "attempts": att}), target_load=None)
     spec = m.scenario.jobs[0]
-    assert m.jobs.iloc[0].executed_iters == 10
-    assert spec.failure_gpu_hours == pytest.approx((3 * t4 * 4 / 3600,))
+    assert m.jobs.iloc[0].executed_iters == pytest.approx(10)
+    assert spec.failure_gpu_hours == pytest.approx((3 * t4 * 4 / 3600,))  # d_a x G' / 3600
+    # a request above K*: the failure is counted on the K* GPUs the job aims at
+    big = map_trace(table({"gpus": 128, "attempts": ((0.0, 500.0), (600.0, 900.0))}), target_load=None)
+    assert big.jobs.iloc[0].stages == 74
+    assert big.scenario.jobs[0].failure_gpu_hours == pytest.approx((500 * 74 / 3600,))
 
 
 def test_planted_failures_replay_the_trace():
     """On a region with exactly the ideal stage count, continuous checkpointing and no delays,
     the core reproduces the traced attempts: a failure at the end of each retried attempt."""
     t2 = t_iter("Ministral-3-14B", 2)
-    att = ((0.0, 4 * t2), (4 * t2 + 5, 6 * t2 + 5), (7 * t2, 12 * t2))
-    cl = Cluster((Region("R", 2, 0.2, 10.0),))
+    att = ((0.0, 4 * t2), (4 * t2 + 5, 6.3 * t2 + 5), (7 * t2, 11.5 * t2))
+    cl = Cluster((Region("R", 8, 0.2, 10.0),))  # more GPUs than asked for: the job keeps 2
     m = map_trace(table({"gpus": 2, "attempts": att}), cluster=cl, target_load=None)
     unc = UncertaintyConfig(checkpoint_interval_hours=0.0, repair_median_hours=0.0,
                             manual_delay_hours=0.0, repair_sigma=0.0)
     res = geo_gym.simulate(m.scenario, baselines.make("fcfs"), env_kwargs={"uncertainty": unc})
     job = res.jobs.iloc[0]
     assert job.failures == 2 and job.gpus == 2
-    assert job.end_h * 3600 == pytest.approx(11 * t2)  # 4 + 2 + 5 iterations, no gap
-    assert job.cost == pytest.approx(11 * t2 * 2 * 0.2 * A6000.power_kw / 3600)
+    assert job.end_h * 3600 == pytest.approx(10.8 * t2)  # 4 + 2.3 + 4.5 iterations, no gap
+    assert job.cost == pytest.approx(10.8 * t2 * 2 * 0.2 * A6000.power_kw / 3600)
     # failure_gpu_hours is ignored (random process) when the option is off
     off = map_trace(table({"gpus": 2, "attempts": att}), cluster=cl, target_load=None, trace_failures=False)
     assert off.scenario.jobs[0].failure_gpu_hours is None
@@ -208,7 +267,7 @@ def test_node_fail_is_an_infrastructure_failure_then_a_restart():
     job = {"state": "NODE_FAIL", "attempts": ((0.0, 4 * t1),), "fail_time": 3 * t1}
     m = map_trace(table(job), target_load=None)
     row, spec = m.jobs.iloc[0], m.scenario.jobs[0]
-    assert (row.executed_iters, row.configured_iters, spec.fate_fraction) == (8, 8, 1.0)
+    assert (row.executed_iters, row.configured_iters, spec.fate_fraction) == (pytest.approx(8), pytest.approx(8), 1.0)
     assert spec.failure_gpu_hours == pytest.approx((3 * t1 / 3600,))
 
 
@@ -242,6 +301,7 @@ def test_filters_and_cpu_jobs():
     assert m.dropped == {"running": 1, "no_duration": 1, "zero_duration": 1, "cpu_only": 1}
     keep = map_trace(tab, target_load=None, gpu_only=False)
     assert len(keep.scenario.jobs) == 2 and keep.jobs.stages.tolist() == [1, 1]
+    assert [s.max_gpus for s in keep.scenario.jobs] == [1, 1]  # the CPU-only job: one GPU
 
 
 def test_capacity_scaled_to_the_target_load():
@@ -253,11 +313,17 @@ def test_capacity_scaled_to_the_target_load():
         # Table II proportions are kept (up to rounding)
         share = m.scenario.cluster.capacities / total
         assert share == pytest.approx(paper_cluster().capacities / 336, abs=0.01)
-    # K* = 60 stages of Qwen2.5-32B spend 60 t(60) / (8 t(8)) = 4x the GPU-seconds of 8 stages
-    ratio = 60 * t_iter("Qwen2.5-32B", 60) / (8 * t_iter("Qwen2.5-32B", 8))
-    assert ratio == pytest.approx(4.0, abs=0.1)
-    k = map_trace(tab, load_basis="kstar")
-    assert k.offered_load_gpus > 0.9 * ratio * map_trace(tab).offered_load_gpus
+    # the offered load is the request-sized runs, i.e. the trace's own GPU-seconds: 200 jobs
+    # of 8 GPUs, traced runs of 1-5 x 1,102 s, arrivals every 60 s (runs past the last
+    # arrival are not counted)
+    submit = np.arange(200) * 60.0
+    run = (1 + np.arange(200) % 5) * t_iter("Qwen2.5-14B", 1)
+    expected = (8 * (np.minimum(submit + run, submit[-1]) - submit)).sum() / submit[-1]
+    assert map_trace(tab).offered_load_gpus == pytest.approx(expected)
+    with pytest.raises(ValueError, match="load_basis was removed"):
+        map_trace(tab, load_basis="kstar")
+    with pytest.raises(ValueError, match="no option"):
+        map_trace(tab, tagret_load=0.5)
     explicit = map_trace(tab, target_load=None, capacity_scale=2.0)
     assert explicit.scenario.cluster.capacities.sum() == 672
 
@@ -266,7 +332,7 @@ def test_capacity_scaled_to_the_target_load():
     ({"start": -1.0}, "start"), ({"length": 0.0}, "length"), ({"sample": 0.0}, "sample"),
     ({"sample": 1.5}, "sample"), ({"max_jobs": 0}, "max_jobs"), ({"compression": 0.0}, "compression"),
     ({"target_load": -0.5}, "target_load"), ({"capacity_scale": 2.0}, "capacity_scale"),
-    ({"load_basis": "gpus"}, "load_basis"), ({"early_end_fraction": 0.0}, "early_end_fraction"),
+    ({"early_end_fraction": 0.0}, "early_end_fraction"),
     ({"interrupted_fraction": 2.0}, "interrupted_fraction"), ({"max_failures": -1}, "max_failures"),
     ({"gpu_only": "yes"}, "gpu_only"), ({"sample_seed": 1.5}, "sample_seed"),
 ])
@@ -340,21 +406,24 @@ def test_raw_subset_hand_picked_rows(raw_mapped):
     # 14199: Pass, 8 GPUs, attempts 4270-4344 and 4351-197533 s (74 s + 193,182 s)
     row, spec = _row(raw_mapped, "application_1506638472019_14199")
     t8 = t_iter("Qwen2.5-32B", 8)
-    n = round(193256 / t8)
-    assert (row.model, row.stages, row.executed_iters, row.configured_iters) == ("Qwen2.5-32B", 8, n, n)
-    assert spec.failure_gpu_hours == pytest.approx((74 * (n * t8 / 193256) * 8 / 3600,))
+    n = 193256 / t8  # 886.4 iterations
+    assert (row.model, row.stages, spec.max_gpus) == ("Qwen2.5-32B", 8, 8)
+    assert row.executed_iters == row.configured_iters == pytest.approx(n) and spec.iterations == pytest.approx(n)
+    assert spec.failure_gpu_hours == pytest.approx((74 * 8 / 3600,))  # 74 s on 8 GPUs
     assert spec.submit == 4240.0  # 2017-10-07 01:11:39, 4,240 s after the first (kept) job
     assert (spec.metadata["user"], spec.metadata["vc"]) == ("ce2f4c", "ee9e8c")
     # 14563: Failed, 8 GPUs, 5 attempts summing to 108,563 s: one early-ending run, no failures
     row, spec = _row(raw_mapped, "application_1506638472019_14563")
-    n = round(108563 / t8)
-    assert (row.executed_iters, row.configured_iters) == (n, round(n / EARLY_END_FRACTION))
+    n = 108563 / t8
+    assert row.executed_iters == pytest.approx(n) and row.configured_iters == pytest.approx(n / EARLY_END_FRACTION)
+    assert spec.iterations == pytest.approx(n / EARLY_END_FRACTION)
     assert spec.failure_gpu_hours == ()
     # 14253: Killed, 1 GPU, attempts of 926 s and 817 s: one failure, then cancelled
     row, spec = _row(raw_mapped, "application_1506638472019_14253")
     t1 = t_iter("Qwen2.5-14B", 1)
-    assert (row.model, row.executed_iters) == ("Qwen2.5-14B", round(1743 / t1))
-    assert spec.failure_gpu_hours == pytest.approx((926 * (row.executed_iters * t1 / 1743) / 3600,))
+    assert (row.model, spec.max_gpus) == ("Qwen2.5-14B", 1)
+    assert row.executed_iters == pytest.approx(1743 / t1)  # 1.58 iterations
+    assert spec.failure_gpu_hours == pytest.approx((926 / 3600,))
 
 
 def test_raw_subset_runs_with_its_failures(raw_mapped):
@@ -372,11 +441,12 @@ def test_rfold_whole_table_maps():
     # README size mix: 96,662 single-GPU jobs, of which the 10 zero-length ones are dropped;
     # the largest requests (128) reach FLM-101B's K* = 74
     assert (j.gpus == 1).sum() == 96_662 - 10 and j.stages.max() == 74
+    assert (j.max_gpus == j.gpus).all() and (j.stages == np.minimum(j.gpus, j.kstar)).all()
     assert (j.fate_fraction == 1).all() and j.failure_gpu_hours.isna().all()
-    # ideal runs match the traced durations up to half an iteration (one for sub-iteration jobs)
-    err = (j.run_s - j.duration_s).abs()
-    assert (err <= np.maximum(j.t_iter_s / 2, j.t_iter_s - j.duration_s) + 1e-6).all()
-    # the offered load is the trace's GPU-seconds over its 129.4-day span, within rounding
+    # ideal runs take exactly the traced durations
+    assert j.run_s.to_numpy() == pytest.approx(j.duration_s.to_numpy(), rel=1e-12)
+    # the offered load is the trace's GPU-seconds over its 129.4-day span (1,167 GPUs), less
+    # the requests above K* (128-GPU jobs run on 74)
     assert m.offered_load_gpus == pytest.approx(1167, rel=0.05)
     assert math.isclose(m.capacity_scale * 336 * 0.5, m.offered_load_gpus)
 
@@ -392,9 +462,14 @@ def test_describe_and_cli(capsys):
                 {"attempts": ((0.0, t1), (t1, 4 * t1))})
     d = describe(map_trace(tab, target_load=None))
     assert (d["jobs"], d["early_ends"], d["planted_failures"], d["jobs_with_planted_failures"]) == (3, 1, 1, 1)
-    assert d["share_shorter_than_half_an_iteration"] == pytest.approx(1 / 3)
-    # one job of 0.2 iterations runs one: (1 + 3 + 4) / (0.2 + 3 + 4) iterations of GPU time
-    assert d["gpu_seconds_ideal_over_traced"] == pytest.approx(8 / 7.2)
+    assert d["share_shorter_than_one_iteration"] == pytest.approx(1 / 3)
+    assert d["median_iterations"] == pytest.approx(3.0)
+    assert d["executed_gpu_hours"] == pytest.approx((0.2 + 3 + 4) * t1 / 3600)
+    assert d["target_over_requested_gpu_seconds"] == pytest.approx(1.0) and d["capped_at_kstar"] == 0
+    big = describe(map_trace(table({"gpus": 128, "duration": 100.0}, {"gpus": 8, "duration": 100.0}),
+                             target_load=None))
+    assert big["capped_at_kstar"] == 1 and big["gpus_per_job_target"] == pytest.approx((74 + 8) / 2)
+    assert big["target_over_requested_gpu_seconds"] == pytest.approx((74 + 8) / (128 + 8))
     main([str(Path(__file__).resolve().parents[1] / "traces" / "data" / "synthetic_acme_kalos.csv"),
           "--options", '{"max_jobs": 20}'])
     out = json.loads(capsys.readouterr().out)

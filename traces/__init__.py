@@ -1,6 +1,7 @@
 """Public GPU-cluster job traces (Philly, Acme) as one common job table, calibrated synthetic
 generators, and the mapping of trace jobs to PP LLM jobs (:mod:`traces.mapping`,
-docs/traces.md). See :mod:`traces.schema` for the table."""
+docs/traces.md), and a retrieval warm-up from the preceding window (:mod:`traces.warmup`).
+See :mod:`traces.schema` for the table."""
 
 from .acme import read_acme
 from .mapping import MappedTrace, MappingOptions, map_trace, trace_scenario

@@ -8,10 +8,13 @@ Per job (all rules are pure functions below, each with its docstring):
 
 * **Size class** (:func:`size_class`): the GPU request picks a BACE-Pipe Table III model,
   larger requests larger models (:data:`SIZE_CLASSES`).
-* **Length** (:func:`calibrated_iterations`): the job runs whole iterations; their number is
-  chosen so that the ideal run -- Eq. (1) with ``min(request, K*)`` stages in one region over
-  the intra-region bandwidth, no queueing, no failure -- takes the traced run time:
-  ``I = max(1, round(D / t_iter(min(G, K*))))``.
+* **GPU cap** (``JobSpec.max_gpus`` = the request G; CPU-only jobs kept with
+  ``gpu_only=False`` ask for 1): every placement rule aims at ``G' = min(G, K*)`` GPUs
+  (:func:`ideal_stages`), never more than the user asked for.
+* **Length** (:func:`calibrated_iterations`): ``JobSpec.iterations``, the fractional iteration
+  count ``I = D / t_iter(G')`` whose ideal run -- Eq. (1) with G' stages in one region over the
+  intra-region bandwidth, no queueing, no failure -- takes exactly the traced run time D. The
+  core runs such jobs for exactly fate x I iterations (no rounding, geo_gym/loading.py).
 * **Fate** (:func:`fate_rule`): from the final state. COMPLETED (and UNKNOWN: tables without
   states) run their configured work. CANCELLED, TIMEOUT and FAILED ended early: the traced run
   is what they executed, and their configured length (what a user estimate sees) is the traced
@@ -20,12 +23,14 @@ Per job (all rules are pure functions below, each with its docstring):
   :data:`INTERRUPTED_FRACTION` of their work, and they run all of it here.
 * **Infrastructure failures** (:func:`failure_points`): Philly retries of jobs that did not end
   FAILED (every attempt but the last), Acme NODE_FAIL at ``fail_time``; planted into the core
-  as GPU-hours into each attempt (``JobSpec.failure_gpu_hours``) so that the ideal replay fails
-  at the traced point of the run. Retries of FAILED jobs are repeats of the application error
+  as GPU-hours into each attempt (``JobSpec.failure_gpu_hours``: ``d_a x G' / 3600`` for a
+  failure d_a seconds into an attempt), so that the ideal replay on G' GPUs fails at the
+  traced point of the run. Retries of FAILED jobs are repeats of the application error
   (Philly retried every failure), not infrastructure failures.
 * **Cluster** (:func:`capacity_scale_for_load`): the trace's single cluster becomes the
   scenario's regions (Table II by default), their GPU counts scaled together so that the
-  workload's offered load is ``target_load`` of the total capacity.
+  workload's offered load -- the ideal runs, on G' GPUs each, that the rules aim at -- is
+  ``target_load`` of the total capacity.
 
 Options (``MappingOptions``): time window, job sampling, GPU-only, arrival-time compression,
 at most ``max_jobs`` jobs, the load target or an explicit capacity scale, the two fate
@@ -66,8 +71,8 @@ SIZE_CLASSES: tuple[tuple[int, str], ...] = (
     (64, "Solar-Open-100B"),
     (sys.maxsize, "FLM-101B"),
 )
-# The length of every trace job is set by its iteration count (epochs), so the dataset only
-# names the job for the duration predictors' metadata.
+# The length of every trace job is set by its iteration count (JobSpec.iterations), so the
+# dataset only names the job for the duration predictors' metadata.
 TRACE_DATASET = catalog.dataset_by_name("WikiText-103")
 # Early ends (CANCELLED, TIMEOUT, FAILED) stopped at an unknown fraction of the work the user
 # configured: the mean of the project's early-end fraction, Beta(0.7, 2) (uncertainty/workload.py).
@@ -78,10 +83,6 @@ INTERRUPTED_FRACTION = 0.5
 # Philly's official ratio: on average 1,167 GPUs busy (RFold table: GPU-seconds / 129.4-day
 # span) on the 2,490 GPUs of cluster_machine_list, i.e. ~0.47; we default to one half.
 DEFAULT_TARGET_LOAD = 0.5
-# What the offered load counts: each job's ideal run on min(request, K*) GPUs (the trace's own
-# GPU-seconds, up to whole iterations) or on K* GPUs (what the K*-capped policies aim for;
-# pipelines on more stages spend more GPU-seconds on the same work, bubbles and overheads).
-LOAD_BASES = ("request", "kstar")
 
 COMPLETE_STATES = ("COMPLETED", "UNKNOWN")
 EARLY_END_STATES = ("CANCELLED", "TIMEOUT", "FAILED")
@@ -104,7 +105,6 @@ class MappingOptions:
     gpu_only: bool = True  # drop CPU-only jobs; False keeps them as 1-GPU jobs
     compression: float = 1.0  # arrival times divided by this (>1: denser arrivals)
     target_load: float | None = DEFAULT_TARGET_LOAD  # offered load / total capacity
-    load_basis: str = "request"  # offered load of the ideal runs on: "request" | "kstar" GPUs
     capacity_scale: float | None = None  # explicit scale instead of target_load
     early_end_fraction: float = EARLY_END_FRACTION
     interrupted_fraction: float = INTERRUPTED_FRACTION
@@ -136,8 +136,6 @@ class MappingOptions:
             self.capacity_scale > 0 and math.isfinite(self.capacity_scale)
         ):
             raise bad("capacity_scale", "must be a finite number > 0, or None")
-        if self.load_basis not in LOAD_BASES:
-            raise bad("load_basis", f"must be one of {LOAD_BASES}")
         if self.capacity_scale is not None and self.target_load is not None:
             raise bad("capacity_scale", "give either capacity_scale or target_load (set it to None)")
         for name in ("early_end_fraction", "interrupted_fraction"):
@@ -190,22 +188,19 @@ def ideal_iteration_time(model: ModelSpec, stages: int, gpu, overhead: float, in
 
 
 def ideal_stages(model: ModelSpec, gpus: int, gpu, overhead: float, intra: float) -> int:
-    """min(request, K*): every policy is capped at K* GPUs (paper IV-A)."""
+    """G' = min(request, K*): the GPUs every rule aims at for a job with ``max_gpus`` = the
+    request (``JobProfile.k_target``; K* is the paper's cap, IV-A)."""
     return min(int(gpus), _model_profile(model, gpu, overhead, intra).k_star)
 
 
-def calibrated_iterations(duration: float, t_iter: float) -> int:
-    """Whole iterations whose ideal run is closest to ``duration`` seconds: round(D / t_iter),
-    at least one (a job shorter than half an iteration is lengthened to one)."""
-    if not (duration >= 0 and math.isfinite(duration)) or not t_iter > 0:
-        raise ValueError(f"need a finite duration >= 0 and t_iter > 0, got {duration!r}, {t_iter!r}")
-    return max(1, int(round(duration / t_iter)))
-
-
-def epochs_for_iterations(iterations: int, model: ModelSpec, dataset=TRACE_DATASET) -> float:
-    """Epochs with ceil(epochs x samples / batch) == iterations (``costmodel.num_iterations``);
-    half an iteration below the target keeps float error away from the ceiling."""
-    return (iterations - 0.5) * model.batch_size / dataset.samples
+def calibrated_iterations(duration: float, t_iter: float) -> float:
+    """The fractional iteration count whose ideal run takes exactly ``duration`` seconds:
+    D / t_iter (``JobSpec.iterations``; a job shorter than one iteration gets a fraction)."""
+    if not (duration > 0 and math.isfinite(duration)) or not (t_iter > 0 and math.isfinite(t_iter)):
+        raise ValueError(
+            f"need a finite duration > 0 and a finite t_iter > 0, got duration={duration!r}, t_iter={t_iter!r}"
+        )
+    return duration / t_iter
 
 
 def fate_rule(state: str, early_end_fraction: float = EARLY_END_FRACTION,
@@ -294,6 +289,11 @@ def select_jobs(table: pd.DataFrame, opts: MappingOptions) -> tuple[pd.DataFrame
 def map_trace(table: pd.DataFrame, options: MappingOptions | None = None, **kwargs) -> MappedTrace:
     """Map a common job table to a Scenario (see the module docstring and docs/traces.md).
     ``kwargs`` are MappingOptions fields (or give ``options``)."""
+    unknown = sorted(set(kwargs) - set(OPTION_NAMES))
+    if unknown:
+        hint = (" (load_basis was removed: every rule aims at min(request, K*) GPUs, so the "
+                "offered load is always that of those runs)" if "load_basis" in unknown else "")
+        raise ValueError(f"MappingOptions has no option(s) {unknown}{hint}; options: {list(OPTION_NAMES)}")
     opts = replace(options, **kwargs) if options is not None else MappingOptions(**kwargs)
     source = str(table.attrs.get("source", "<job table>"))
     validate_job_table(table, source)
@@ -309,10 +309,8 @@ def map_trace(table: pd.DataFrame, options: MappingOptions | None = None, **kwar
     jobs_df = pd.DataFrame(rows)
     submit = (sub["submit"].to_numpy() - float(sub["submit"].min())) / opts.compression
     jobs_df.insert(2, "submit", submit)
-    if opts.load_basis == "request":
-        load = offered_load(submit, jobs_df["run_s"].to_numpy(), jobs_df["stages"].to_numpy())
-    else:
-        load = offered_load(submit, jobs_df["run_kstar_s"].to_numpy(), jobs_df["kstar"].to_numpy())
+    # The ideal runs the rules aim at: the executed work on G' = min(request, K*) GPUs.
+    load = offered_load(submit, jobs_df["run_s"].to_numpy(), jobs_df["stages"].to_numpy())
     if opts.capacity_scale is not None:
         scale = opts.capacity_scale
     elif opts.target_load is not None:
@@ -320,7 +318,7 @@ def map_trace(table: pd.DataFrame, options: MappingOptions | None = None, **kwar
     else:
         scale = 1.0
     cluster = base.scaled(1.0, scale) if scale != 1.0 else base
-    specs = tuple(_job_spec(row, s, opts) for row, s in zip(rows, submit, strict=True))
+    specs = tuple(_job_spec(row, s) for row, s in zip(rows, submit, strict=True))
     name = f"trace:{Path(source).name}"
     scenario = Scenario(name, cluster, specs, overhead)
     jobs_df.attrs["source"] = source
@@ -328,37 +326,40 @@ def map_trace(table: pd.DataFrame, options: MappingOptions | None = None, **kwar
 
 
 def _map_row(r, opts: MappingOptions, gpu, overhead: float, intra: float) -> dict:
-    request = max(int(r.gpus), 1)  # CPU-only jobs reach here only with gpu_only=False
+    request = max(int(r.gpus), 1)  # CPU-only jobs reach here only with gpu_only=False: 1 GPU
     model = size_class(request)
-    stages = ideal_stages(model, request, gpu, overhead, intra)
-    t_iter = ideal_iteration_time(model, stages, gpu, overhead, intra)
     kstar = _model_profile(model, gpu, overhead, intra).k_star
+    stages = ideal_stages(model, request, gpu, overhead, intra)  # G' = min(request, K*)
+    t_iter = ideal_iteration_time(model, stages, gpu, overhead, intra)
     executed_ratio, configured_ratio = fate_rule(r.state, opts.early_end_fraction, opts.interrupted_fraction)
-    traced_iters = calibrated_iterations(float(r.duration), t_iter)
-    executed = max(traced_iters, int(round(traced_iters * executed_ratio)))
-    configured = max(executed, int(round(traced_iters * configured_ratio)))
-    # Failure points keep their fraction of the traced run: the ideal replay of the
-    # whole-iteration run fails where the trace did. GPU-hours on the ideal stage count.
+    duration = float(r.duration)
+    try:
+        traced_iters = calibrated_iterations(duration, t_iter)
+    except ValueError as err:
+        raise ValueError(f"job {r.job_id!r}: {err}") from None
+    executed = traced_iters * executed_ratio
+    configured = traced_iters * configured_ratio
+    # The ideal run (G' GPUs, one region) executes the traced run in exactly D seconds, so a
+    # failure d_a seconds into an attempt is d_a x G' GPU-hours / 3600 into it.
     hours = None
     if opts.trace_failures and r.num_attempts + (r.state == "NODE_FAIL") > 0:
-        points = failure_points(r.state, r.attempts, float(r.duration), float(r.fail_time))
-        scale = traced_iters * t_iter / float(r.duration)
-        hours = tuple(p * scale * stages / 3600.0 for p in points[: opts.max_failures])
+        points = failure_points(r.state, r.attempts, duration, float(r.fail_time))
+        hours = tuple(p * stages / 3600.0 for p in points[: opts.max_failures])
     return {
         "job_id": r.job_id,
         "name": f"{r.job_id}-{model.name}",
         "state": r.state,
-        "gpus": int(r.gpus),
+        "gpus": int(r.gpus),  # the trace's request (0: a CPU-only job)
+        "max_gpus": request,  # JobSpec.max_gpus
         "model": model.name,
-        "stages": stages,
-        "t_iter_s": t_iter,
-        "duration_s": float(r.duration),
-        "executed_iters": executed,
-        "configured_iters": configured,
-        "fate_fraction": executed / configured,
-        "run_s": executed * t_iter,  # the ideal run of the executed work
         "kstar": kstar,
-        "run_kstar_s": executed * ideal_iteration_time(model, kstar, gpu, overhead, intra),
+        "stages": stages,  # G' = min(max_gpus, K*): what every rule aims at
+        "t_iter_s": t_iter,
+        "duration_s": duration,
+        "executed_iters": executed,
+        "configured_iters": configured,  # JobSpec.iterations
+        "fate_fraction": executed_ratio / configured_ratio,
+        "run_s": executed * t_iter,  # the ideal run of the executed work
         "failure_gpu_hours": hours,
         "user": r.user,
         "vc": r.vc,
@@ -366,14 +367,15 @@ def _map_row(r, opts: MappingOptions, gpu, overhead: float, intra: float) -> dic
     }
 
 
-def _job_spec(row: dict, submit: float, opts: MappingOptions) -> JobSpec:
+def _job_spec(row: dict, submit: float) -> JobSpec:
     model = catalog.model_by_name(row["model"])
     return JobSpec(
         name=row["name"],
         model=model,
         dataset=TRACE_DATASET,
         submit=float(submit),
-        epochs=epochs_for_iterations(row["configured_iters"], model),
+        iterations=row["configured_iters"],
+        max_gpus=row["max_gpus"],
         fate_fraction=row["fate_fraction"],
         failure_gpu_hours=row["failure_gpu_hours"],
         metadata={
@@ -381,7 +383,7 @@ def _job_spec(row: dict, submit: float, opts: MappingOptions) -> JobSpec:
             "vc": row["vc"] or "",
             "type": row["type"] or "",
             "task": (row["type"] or "train").lower(),
-            "gpus": max(row["gpus"], 1),
+            "gpus": row["max_gpus"],
             "name": " ".join(x for x in (row["vc"], row["type"]) if x) or row["model"],
             "trace_id": row["job_id"],
         },
@@ -399,24 +401,28 @@ OPTION_NAMES = tuple(f.name for f in fields(MappingOptions))
 
 # ------------------------------------------------------------------------------- summary / CLI
 def describe(mapped: MappedTrace) -> dict:
-    """What the mapping did to a trace, in numbers (``python -m traces PATH``)."""
+    """What the mapping did to a trace, in numbers (``python -m traces PATH``).
+
+    ``gpus_per_job_target``: mean G' = min(request, K*), the GPUs the rules aim at;
+    ``capped_at_kstar``: jobs that asked for more than their model's K*;
+    ``share_shorter_than_one_iteration``: jobs whose traced run is a fraction of one iteration
+    (they run that fraction); ``target_over_requested_gpu_seconds``: the ideal runs' GPU-seconds
+    over the trace's (request x traced run), below 1 only through the K* cap;
+    ``executed_gpu_hours``: what the ideal runs execute (interrupted jobs run their whole work)."""
     j = mapped.jobs
-    interrupted = j["state"].isin(INTERRUPTED_STATES).to_numpy()
-    traced_run = j["executed_iters"] * j["t_iter_s"] / np.where(interrupted, 1 / INTERRUPTED_FRACTION, 1)
     planted = [len(h) for h in j["failure_gpu_hours"] if h]
+    traced_gpu_s = (j["max_gpus"] * j["duration_s"]).sum()
     return {
         "jobs": len(j),
         "dropped": mapped.dropped,
-        "requested_gpus_per_job": float(j["gpus"].clip(lower=1).mean()),
+        "requested_gpus_per_job": float(j["max_gpus"].mean()),
+        "gpus_per_job_target": float(j["stages"].mean()),
+        "capped_at_kstar": int((j["max_gpus"] > j["kstar"]).sum()),
         "models": j["model"].value_counts().to_dict(),
-        "share_shorter_than_half_an_iteration": float((j["duration_s"] < j["t_iter_s"] / 2).mean()),
-        "median_ideal_run_over_traced": float((traced_run / j["duration_s"]).median()),
-        "gpu_seconds_ideal_over_traced": float(
-            (j["stages"] * traced_run).sum() / (j["stages"] * j["duration_s"]).sum()
-        ),
-        "kstar_over_request_gpu_seconds": float(
-            (j["kstar"] * j["run_kstar_s"]).sum() / (j["stages"] * j["run_s"]).sum()
-        ),
+        "median_iterations": float(j["executed_iters"].median()),
+        "share_shorter_than_one_iteration": float((j["duration_s"] < j["t_iter_s"]).mean()),
+        "target_over_requested_gpu_seconds": float((j["stages"] * j["duration_s"]).sum() / traced_gpu_s),
+        "executed_gpu_hours": float((j["stages"] * j["run_s"]).sum() / 3600.0),
         "early_ends": int((j["fate_fraction"] < 1).sum()),
         "jobs_with_planted_failures": len(planted),
         "planted_failures": int(sum(planted)),
@@ -424,4 +430,3 @@ def describe(mapped: MappedTrace) -> dict:
         "capacity_scale": mapped.capacity_scale,
         "cluster_gpus": int(mapped.scenario.cluster.capacities.sum()),
     }
-
