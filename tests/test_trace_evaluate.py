@@ -3,6 +3,10 @@ labelled synthetic, replicates = consecutive windows, every metric normalised to
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.util
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -15,15 +19,39 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "evaluate.py"
 
 
-def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(SCRIPT), "--out", str(tmp_path), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+@functools.cache
+def script():
+    """scripts/evaluate.py as a module (in-process runs skip the interpreter and import start-up)."""
+    spec = importlib.util.spec_from_file_location("evaluate_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(tmp_path: Path, *args: str, subprocess_run: bool = False) -> subprocess.CompletedProcess:
+    """evaluate.py with ``args`` (``--out tmp_path``): in this process, or as a command line."""
+    argv = ["--out", str(tmp_path), *args]
+    if subprocess_run:
+        cmd = [sys.executable, str(SCRIPT), *argv]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            script().main(script().parser.parse_args(argv))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+            print(exc.code, file=err)
+        except Exception as exc:  # noqa: BLE001 -- what the command line would print and exit on
+            code = 1
+            print(f"{type(exc).__name__}: {exc}", file=err)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 @pytest.mark.parametrize("trace", ["philly", "acme"])
 def test_evaluate_on_the_synthetic_samples(tmp_path, trace):
     out = run(tmp_path, "--trace", trace, "--policies", "fcfs", "sjf", "lcf",
-              "--seeds", "2", "--window-days", "0.05")
+              "--seeds", "2", "--window-days", "0.05", subprocess_run=trace == "philly")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "SYNTHETIC (not real data)" in out.stdout
     table = pd.read_csv(tmp_path / "table.csv", index_col=0)
@@ -81,13 +109,15 @@ def test_evaluate_a_checkpoint_on_a_trace(tmp_path):
 
 
 def test_agents_get_short_windows_by_default():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("evaluate_script", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    args = script.parser.parse_args(["--trace", "philly", "--window-days", "0", "--seeds", "1"])
-    with_agent, described, label = script.trace_workloads(args, has_agent=True)
-    assert len(with_agent[0][1].jobs) == script.AGENT_MAX_JOBS == 300 and "SYNTHETIC" in label
-    without, _, _ = script.trace_workloads(args, has_agent=False)
+    mod = script()
+    args = mod.parser.parse_args(["--trace", "philly", "--window-days", "0", "--seeds", "1"])
+    with_agent, described, label = mod.trace_workloads(args, has_agent=True)
+    assert len(with_agent[0][1].jobs) == mod.AGENT_MAX_JOBS == 300 and "SYNTHETIC" in label
+    without, _, _ = mod.trace_workloads(args, has_agent=False)
     assert len(without[0][1].jobs) == 989  # the whole sample: 1,000 jobs less 11 without a run time
+    args.max_jobs = 0  # --max-jobs 0: the whole window, agent or not
+    whole, _, _ = mod.trace_workloads(args, has_agent=True)
+    assert len(whole[0][1].jobs) == 989
+    args.max_jobs = -1
+    with pytest.raises(SystemExit, match="max-jobs"):
+        mod.trace_workloads(args, has_agent=True)

@@ -444,7 +444,7 @@ def test_rfold_whole_table_maps():
     assert (j.max_gpus == j.gpus).all() and (j.stages == np.minimum(j.gpus, j.kstar)).all()
     assert (j.fate_fraction == 1).all() and j.failure_gpu_hours.isna().all()
     # ideal runs take exactly the traced durations
-    assert j.run_s.to_numpy() == pytest.approx(j.duration_s.to_numpy(), rel=1e-12)
+    assert np.allclose(j.run_s.to_numpy(), j.duration_s.to_numpy(), rtol=1e-12, atol=0)
     # the offered load is the trace's GPU-seconds over its 129.4-day span (1,167 GPUs), less
     # the requests above K* (128-GPU jobs run on 74)
     assert m.offered_load_gpus == pytest.approx(1167, rel=0.05)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -75,15 +73,14 @@ def test_fast_path_and_env_build_the_same_history(windows):
 
 
 def test_evaluate_option(tmp_path):
-    script = ROOT / "scripts" / "evaluate.py"
-    cmd = [sys.executable, str(script), "--out", str(tmp_path), "--trace", "philly", "--policies",
-           "schedmate_sjf", "--seeds", "2", "--window-days", "0.1", "--window-start-days", "0",
-           "--warmup-previous-window"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    from test_trace_evaluate import run
+
+    out = run(tmp_path, "--trace", "philly", "--policies", "schedmate_sjf", "--seeds", "2",
+              "--window-days", "0.1", "--window-start-days", "0", "--warmup-previous-window")
     assert out.returncode == 0, out.stderr[-3000:]
     windows = pd.read_csv(tmp_path / "workloads.csv")
     # the first window starts the trace: nothing precedes it
     assert windows.warmup_jobs.iloc[0] == 0 and windows.warmup_jobs.iloc[1] > 0
-    whole = subprocess.run([*cmd[:-5], "--window-days", "0", "--warmup-previous-window"],
-                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    whole = run(tmp_path, "--trace", "philly", "--policies", "lcf", "--seeds", "1", "--window-days", "0",
+                "--warmup-previous-window")
     assert whole.returncode != 0 and "needs windows" in whole.stderr
