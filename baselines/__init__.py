@@ -12,7 +12,8 @@
 | schedmate_sjf | SJF on SchedMate retrieval predictions, failure handler on | Pathfinder + Cost-Min |
 | random | uniform over valid actions | (any option) |
 
-Every policy is capped at K* GPUs per job (paper IV-A): the rules never exceed it.
+Every policy is capped at K* GPUs per job (paper IV-A), or at the job's GPU request when that is
+smaller (`JobSpec.max_gpus`, trace jobs): the rules never exceed it.
 """
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history) -> 
         truth = core.iters[e, :n]
         user = core.full_iters[e, :n]
         values = pred.predict([None] * n, user_estimate=user, actual=truth, z=draws.pred_z)
-        core.pred_iters[e, :n] = np.maximum(np.asarray(values, dtype=float), 1.0)
+        core.pred_iters[e, :n] = np.maximum(np.asarray(values, dtype=float), sim.MIN_PRED_ITERS)
     core.fail_rate[e] = unc.failure_rate_per_gpu_hour
     core.ckpt_h[e] = unc.checkpoint_interval_hours
     core.gpus_per_failure[e] = unc.gpus_per_failure

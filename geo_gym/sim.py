@@ -46,6 +46,9 @@ _jit = numba.njit(cache=True)
 
 PENDING_FUTURE, PENDING, RUNNING, DONE, DELAYED = 0, 1, 2, 3, 4
 PRED_STATIC, PRED_RETRIEVAL = 0, 1
+# Predictions stay positive (remaining work is a share of them); trace jobs may be shorter
+# than one iteration of their model, so the floor is far below one iteration.
+MIN_PRED_ITERS = 1e-6
 FALLBACK_USER, FALLBACK_STORE_MEAN = 0, 1
 
 # name: (shape suffix, dtype) with K regions, J jobs, A attempts, S store rows, D vector dims
@@ -218,13 +221,13 @@ def _predict_on_submit(c, e, j):
         c.meta_vec[e, j], c.store_vecs[e], c.store_vals[e], c.n_store[e], c.ret_k[e], c.ret_thr[e]
     )
     if m > 0:
-        c.pred_iters[e, j] = max(est, 1.0)
+        c.pred_iters[e, j] = max(est, MIN_PRED_ITERS)
         c.pred_hit[e, j] = True
         return
     c.pred_hit[e, j] = False
     n_valid = min(c.n_store[e], c.store_vals.shape[1])
     if c.ret_fallback[e] == FALLBACK_STORE_MEAN and n_valid > 0:
-        c.pred_iters[e, j] = max(c.store_vals[e, :n_valid].mean(), 1.0)
+        c.pred_iters[e, j] = max(c.store_vals[e, :n_valid].mean(), MIN_PRED_ITERS)
     else:
         c.pred_iters[e, j] = c.full_iters[e, j]
 
