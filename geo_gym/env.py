@@ -66,7 +66,9 @@ At the end ``info`` holds ``avg_jct_h``, ``total_cost``, ``makespan_h`` and ``jo
 ``scenario`` (name or ``Scenario``), ``scenario_kwargs`` (its knobs), ``window`` (W, 8),
 ``cost_weight`` (hours per dollar, 0.1), ``max_jobs`` (queue capacity for named scenarios),
 ``uncertainty`` (an ``UncertaintyConfig`` or a preset name: "perfect" (default), "realistic",
-"schedmate"), ``warmup_workloads`` (workloads whose jobs pre-fill the retrieval history).
+"schedmate"), ``warmup_workloads`` (workloads whose jobs pre-fill the retrieval history),
+``warmup_scenario`` (instead, one fixed workload whose jobs pre-fill it, e.g. the preceding
+trace window).
 """
 
 from __future__ import annotations
@@ -149,6 +151,7 @@ class GeoPipeEnv(gym.Env):
         max_jobs: int | None = None,
         uncertainty=None,
         warmup_workloads: int = 0,
+        warmup_scenario: Scenario | None = None,
     ):
         if int(window) != window or window < 1:
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
@@ -162,6 +165,9 @@ class GeoPipeEnv(gym.Env):
         if int(warmup_workloads) != warmup_workloads or warmup_workloads < 0:
             raise ValueError(f"warmup_workloads must be an integer >= 0, got {warmup_workloads!r}")
         self.warmup_workloads = int(warmup_workloads)
+        if warmup_scenario is not None and self.warmup_workloads:
+            raise ValueError("give warmup_workloads or warmup_scenario, not both")
+        self.warmup_scenario = warmup_scenario
         probe = self._make_scenario(0)
         self.num_regions = probe.cluster.num_regions
         self.max_jobs = int(max_jobs or len(probe.jobs))
@@ -198,7 +204,8 @@ class GeoPipeEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self.core, self.jobs, scen, self._scale = start_episode(
-            self.core, 0, self._checked_scenario, self.np_random, self.uncertainty, self.warmup_workloads
+            self.core, 0, self._checked_scenario, self.np_random, self.uncertainty,
+            self.warmup_workloads, self.warmup_scenario,
         )
         self.current_scenario = scen
         decision.begin(self.core, self.opts, 0, self._obs, self._mask)

@@ -29,14 +29,24 @@ def draw_workload_seed(rng: np.random.Generator) -> int:
     return int(rng.integers(0, 2**31 - 1))
 
 
-def start_episode(core, e, make, rng, unc: UncertaintyConfig, warmup_workloads: int = 0):
+def start_episode(
+    core, e, make, rng, unc: UncertaintyConfig, warmup_workloads: int = 0,
+    warmup_scenario: Scenario | None = None,
+):
     """Draw one episode from ``rng`` (workload, warm-up history, fates, noise, failures) and
     load it into slot e; returns (core, jobs, scenario, scale). Shared by the env, the vector
-    env and ``geo_gym.simulate`` so that the same seed gives the same episode everywhere."""
+    env and ``geo_gym.simulate`` so that the same seed gives the same episode everywhere.
+
+    The retrieval history is pre-filled by ``warmup_workloads`` further draws of the scenario,
+    or, with ``warmup_scenario`` (e.g. the trace window before this one), by that workload's
+    jobs once; either way with fates drawn from ``rng``."""
+    if warmup_scenario is not None and warmup_workloads:
+        raise ValueError("give warmup_workloads or warmup_scenario, not both")
     scen = make(draw_workload_seed(rng))
     history = []
-    for _ in range(warmup_workloads):
-        past = make(draw_workload_seed(rng))
+    for _ in range(1 if warmup_scenario is not None else warmup_workloads):
+        seed = draw_workload_seed(rng)  # drawn either way: the episode's numbers stay put
+        past = make(seed) if warmup_scenario is None else warmup_scenario
         fates = _fates(past.jobs, unc, rng)
         for job, f in zip(past.jobs, fates, strict=True):
             iters = profile(job, past.cluster.gpu, past.stage_overhead, past.cluster.intra_region_gbps).iterations

@@ -46,7 +46,8 @@ def simulate(
     env_kwargs: dict | None = None,
 ) -> SimResult:
     """Run one workload (drawn from ``scenario`` with ``seed``) to the end under ``policy``.
-    ``env_kwargs`` are GeoPipeEnv's (window, cost_weight, uncertainty, warmup_workloads); a
+    ``env_kwargs`` are GeoPipeEnv's (window, cost_weight, uncertainty, warmup_workloads,
+    warmup_scenario); a
     policy with an ``uncertainty`` dict (e.g. schedmate_sjf) overrides those fields."""
     scenario_kwargs = dict(scenario_kwargs or {})
     env_kwargs = dict(env_kwargs or {})
@@ -62,9 +63,9 @@ def simulate(
                 return scenario
             return make_scenario(scenario, seed=s, **scenario_kwargs)
 
-        k = make(0).cluster.num_regions
         core, jobs, scen, _ = start_episode(
-            sim.allocate(1, k, 1), 0, make, rng, unc, env_kwargs.get("warmup_workloads", 0)
+            sim.allocate(1, make(0).cluster.num_regions, 1), 0, make, rng, unc,
+            env_kwargs.get("warmup_workloads", 0), env_kwargs.get("warmup_scenario"),
         )
         if not sim.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, window or 0):
             stuck = [jobs[j].name for j in core.pend[0, : core.n_pend[0]]]

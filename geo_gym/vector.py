@@ -43,6 +43,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         max_jobs: int | None = None,
         uncertainty=None,
         warmup_workloads: int = 0,
+        warmup_scenario=None,
         **kwargs,
     ):
         if int(num_envs) != num_envs or num_envs < 1:
@@ -51,7 +52,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             raise TypeError(f"unexpected arguments {sorted(kwargs)}")
         # The single env validates the arguments and fixes the spaces.
         self._template = GeoPipeEnv(
-            scenario, scenario_kwargs, window, cost_weight, max_jobs, uncertainty, warmup_workloads
+            scenario, scenario_kwargs, window, cost_weight, max_jobs, uncertainty, warmup_workloads,
+            warmup_scenario,
         )
         self.num_envs = int(num_envs)
         self.single_observation_space = self._template.observation_space
@@ -78,7 +80,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
     def _load(self, e: int) -> None:
         t = self._template
         self.core, self.jobs[e], self.scenarios[e], self._scale[e] = start_episode(
-            self.core, e, t._checked_scenario, self._rngs[e], t.uncertainty, t.warmup_workloads
+            self.core, e, t._checked_scenario, self._rngs[e], t.uncertainty, t.warmup_workloads,
+            t.warmup_scenario,
         )
         decision.begin(self.core, self.opts, e, self._obs[e], self._masks[e])
         self._check_deadlock(e)

@@ -10,10 +10,11 @@ import pytest
 
 import baselines
 import geo_gym
+from geo_gym.env import GeoPipeEnv
 from geo_gym.uncertainty import UncertaintyConfig
 from traces import read_philly_job_log
 from traces.mapping import map_trace
-from traces.warmup import WarmEnv, simulate_warm
+from traces.warmup import simulate_warm
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "traces" / "data" / "synthetic_philly_job_log.json"
@@ -53,12 +54,12 @@ def test_warmup_changes_only_the_retrieval_predictions(windows):
 
 
 def test_fast_path_and_env_build_the_same_history(windows):
-    """With a window larger than any queue, the compiled path and WarmEnv decide alike."""
+    """With a window larger than any queue, the compiled path and the env decide alike."""
     cur, past = windows
     unc = UncertaintyConfig.preset("schedmate")
     policy = baselines.make("sjf")
     fast = simulate_warm(cur, past, policy, seed=2, window=64, env_kwargs={"uncertainty": unc})
-    env = WarmEnv(cur, past, window=64, uncertainty=unc)
+    env = GeoPipeEnv(cur, window=64, uncertainty=unc, warmup_scenario=past)
     obs, info = env.reset(seed=2)
     term = False
     while not term:
@@ -67,7 +68,7 @@ def test_fast_path_and_env_build_the_same_history(windows):
     assert fast.summary["total_cost"] == pytest.approx(info["total_cost"])
     assert env.core.pred_iters[0, : len(cur.jobs)] == pytest.approx(fast.jobs.predicted_iters.to_numpy())
     with pytest.raises(ValueError, match="warmup_workloads"):
-        WarmEnv(cur, past, warmup_workloads=2)
+        GeoPipeEnv(cur, warmup_scenario=past, warmup_workloads=2)
     with pytest.raises(ValueError, match="not both"):
         simulate_warm(cur, past, policy, env_kwargs={"warmup_workloads": 1})
 
