@@ -172,6 +172,7 @@ def load(
         arr[e] = 0
         arr[e, :n] = values
     core.min_gpus[e, n:] = 1
+    core.kstar_max[e] = core.kstar[e, :n].max() if n else 1
     _load_uncertainty(core, e, jobs, unc, draws, history)
     _plant_failures(core, e, jobs)
     sim.reset(core, e)
