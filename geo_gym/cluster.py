@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -34,6 +35,11 @@ class Region:
             raise ValueError(
                 f"Region {self.name!r}: bandwidth_gbps must be >= 0, got {self.bandwidth_gbps!r}"
             )
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 def default_bandwidth_matrix(region_bandwidth: Sequence[float]) -> np.ndarray:
@@ -80,13 +86,14 @@ class Cluster:
     def num_regions(self) -> int:
         return len(self.regions)
 
-    @property
+    # Cached (read-only): every episode load reads them, and the cluster is immutable.
+    @cached_property
     def capacities(self) -> np.ndarray:
-        return np.array([r.gpus for r in self.regions], dtype=np.int64)
+        return _read_only(np.array([r.gpus for r in self.regions], dtype=np.int64))
 
-    @property
+    @cached_property
     def prices(self) -> np.ndarray:
-        return np.array([r.price_per_kwh for r in self.regions], dtype=np.float64)
+        return _read_only(np.array([r.price_per_kwh for r in self.regions], dtype=np.float64))
 
     @property
     def names(self) -> tuple[str, ...]:

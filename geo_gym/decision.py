@@ -21,6 +21,7 @@ from geo_gym.placement import (
     RULE_PATHFINDER,
     RULE_PATHFINDER_HALF,
     RULE_PATHFINDER_QUARTER,
+    apply_rule,
     rule_target,
 )
 from geo_gym.sim import (
@@ -32,7 +33,6 @@ from geo_gym.sim import (
     candidate_features,
     done,
     fill_tc,
-    job_placement,
     next_event_time,
     place,
     remaining_pred,
@@ -137,6 +137,7 @@ def _compute_options(c, o, e):
     residual_bandwidth(c, e, eff)
     tc, ws = scratch(c, e)
     any_valid = False
+    bw, intra, overhead = c.bw[e], c.intra[e], c.overhead[e]
     for s in range(n):
         j = c.pend[e, s]
         twin = -1
@@ -150,25 +151,25 @@ def _compute_options(c, o, e):
                 any_valid = any_valid or o.g[e, s, r] > 0
             continue
         kstar, act, min_gpus = c.kstar[e, j], c.act[e, j], c.min_gpus[e, j]
-        fill_tc(c.work[e, j], kstar, c.overhead[e], tc)
+        work, mb = c.work[e, j], c.mb[e, j]
+        fill_tc(work, kstar, overhead, tc)
+        paths, allocs, gs, plens, t_iters = o.path[e, s], o.alloc[e, s], o.g[e, s], o.plen[e, s], o.t_iter[e, s]
         for r in range(NUM_RULES):
             if r == RULE_PATHFINDER_HALF or r == RULE_PATHFINDER_QUARTER:
                 if free_total <= rule_target(r, kstar):
                     _copy_option(o, e, s, RULE_PATHFINDER, s, r)
-                    any_valid = any_valid or o.g[e, s, r] > 0
+                    any_valid = any_valid or gs[r] > 0
                     continue
-            g, plen = job_placement(
-                free, prices, eff, kstar, act, min_gpus, r, tc, ws, o.path[e, s, r], o.alloc[e, s, r]
-            )
-            o.g[e, s, r] = g
-            o.plen[e, s, r] = plen
-            o.t_iter[e, s, r] = 0.0
+            path, alloc = paths[r], allocs[r]
+            g, plen = apply_rule(r, free, prices, eff, kstar, act, tc, path, alloc, ws)
+            if g < min_gpus:
+                g, plen = 0, 0
+            gs[r] = g
+            plens[r] = plen
+            t_iters[r] = 0.0
             if g > 0:
                 any_valid = True
-                o.t_iter[e, s, r] = pipeline_iteration_time_nb(
-                    o.path[e, s, r], plen, o.alloc[e, s, r], c.bw[e], c.intra[e], act,
-                    c.work[e, j], c.overhead[e], c.mb[e, j],
-                )
+                t_iters[r] = pipeline_iteration_time_nb(path, plen, alloc, bw, intra, act, work, overhead, mb)
     return any_valid
 
 

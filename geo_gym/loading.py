@@ -21,7 +21,7 @@ from geo_gym.uncertainty.failures import repair_hours
 from geo_gym.uncertainty.metadata import JobMetadata
 from geo_gym.uncertainty.predictors import RetrievalPredictor, store_append
 from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
-from geo_gym.workload import profile
+from geo_gym.workload import JobTable, profile, profile_columns
 
 
 def draw_workload_seed(rng: np.random.Generator) -> int:
@@ -44,14 +44,15 @@ def start_episode(
         raise ValueError("give warmup_workloads or warmup_scenario, not both")
     scen = make(draw_workload_seed(rng))
     history = []
+    retrieval = isinstance(_predictor(unc), RetrievalPredictor)
     for _ in range(1 if warmup_scenario is not None else warmup_workloads):
         seed = draw_workload_seed(rng)  # drawn either way: the episode's numbers stay put
         past = make(seed) if warmup_scenario is None else warmup_scenario
         fates = _fates(past.jobs, unc, rng)
-        for job, f in zip(past.jobs, fates, strict=True):
-            iters = profile(job, past.cluster.gpu, past.stage_overhead, past.cluster.intra_region_gbps).iterations
-            ran = iters * f
-            history.append((job, max(1.0, round(ran)) if job.iterations is None else ran))
+        if retrieval:  # the retrieval store is the only reader of the warm-up history
+            cl = past.cluster
+            full = profile_columns(past.jobs, cl.gpu, past.stage_overhead, cl.intra_region_gbps)["iterations"]
+            history.extend(zip(past.jobs, _executed(past.jobs, full * fates).tolist(), strict=True))
     k = scen.cluster.num_regions
     if core.cap.shape[1] != k and core.cap.shape[0] == 1:
         # A one-simulation core (geo_gym.simulate) follows the workload's region count,
@@ -95,8 +96,18 @@ def _uses_draws(unc: UncertaintyConfig, jobs) -> bool:
         or unc.failure_rate_per_gpu_hour > 0
         or 0.0 < unc.tracker_detect_prob < 1.0
         or unc.tracker_sigma() > 0
-        or any(job.failure_gpu_hours is not None for job in jobs)
+        or (not isinstance(jobs, JobTable) and any(job.failure_gpu_hours is not None for job in jobs))
     )
+
+
+def _executed(jobs, ran: np.ndarray) -> np.ndarray:
+    """Iterations a job runs given its fate's share ``ran`` of the configured ones: catalog
+    jobs run whole iterations (at least one); a job with an explicit (calibrated, possibly
+    fractional) iteration count runs exactly its share."""
+    whole = np.ones(len(jobs), dtype=bool) if isinstance(jobs, JobTable) else np.array(
+        [j.iterations is None for j in jobs], dtype=bool
+    )
+    return np.where(whole, np.maximum(1.0, np.round(ran)), ran)
 
 
 def required_sizes(scenario: Scenario, unc: UncertaintyConfig) -> dict:
@@ -127,7 +138,8 @@ def load(
     k = cl.num_regions
     if core.cap.shape[1] != k:
         raise ValueError(f"core has {core.cap.shape[1]} regions, scenario {k}")
-    jobs = sorted(scenario.jobs, key=lambda j: j.submit)
+    # A JobTable is in submit order already (it checks); sorting would build its JobSpecs.
+    jobs = scenario.jobs if isinstance(scenario.jobs, JobTable) else sorted(scenario.jobs, key=lambda j: j.submit)
     n = len(jobs)
     sizes = sim._sizes(core)
     if n > sizes["J"]:
@@ -138,9 +150,12 @@ def load(
     core.intra[e] = cl.intra_region_gbps
     core.gpu_kw[e] = cl.gpu.power_kw
     core.overhead[e] = scenario.stage_overhead
-    core.n_jobs[e] = n
-    profiles = [profile(j, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps) for j in jobs]
-    min_gpus = np.array([j.min_gpus for j in jobs], dtype=np.int64)
+    prof = profile_columns(jobs, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps)
+    if isinstance(jobs, JobTable):
+        min_gpus, submit = np.ones(n, dtype=np.int64), jobs.submit
+    else:
+        min_gpus = np.array([j.min_gpus for j in jobs], dtype=np.int64)
+        submit = np.array([j.submit for j in jobs], dtype=np.float64)
     if n and min_gpus.max() > cl.capacities.sum():
         bad = jobs[int(min_gpus.argmax())]
         raise ValueError(
@@ -148,34 +163,19 @@ def load(
             f"{int(cl.capacities.sum())} GPUs"
         )
     draws = draw_episode(rng, n, sizes["A"]) if _uses_draws(unc, jobs) else neutral_draws(n, sizes["A"])
-    fate = _fates(jobs, unc, rng)
-    full = np.array([p.iterations for p in profiles])
-    # Catalog jobs run whole iterations; a job with an explicit (calibrated, possibly
-    # fractional) iteration count runs exactly its fate's share of it.
-    whole = np.array([j.iterations is None for j in jobs], dtype=bool)
-    ran = full * fate
-    columns = {
-        "submit": [j.submit for j in jobs],
-        "work": [p.work for p in profiles],
-        "mb": [p.num_microbatches for p in profiles],
-        "full_iters": full,
-        "iters": np.where(whole, np.maximum(1.0, np.round(ran)), ran),
-        "act": [p.activation_gbit for p in profiles],
-        "kstar": [p.k_target for p in profiles],  # what the rules aim at (K*, or the request)
-        "b_ref": [p.b_j(p.k_target) for p in profiles],
-        "t1": [p.e1 / p.iterations for p in profiles],
-        "tk": [p.ideal_duration / p.iterations for p in profiles],
-        "min_gpus": min_gpus,
-    }
-    for name, values in columns.items():
-        arr = getattr(core, name)
-        arr[e] = 0
-        arr[e, :n] = values
-    core.min_gpus[e, n:] = 1
-    core.kstar_max[e] = core.kstar[e, :n].max() if n else 1
-    _load_uncertainty(core, e, jobs, unc, draws, history)
-    _plant_failures(core, e, jobs)
-    sim.reset(core, e)
+    full = prof["iterations"]
+    iters = _executed(jobs, full * _fates(jobs, unc, rng))
+    pred_iters = _load_uncertainty(core, e, jobs, unc, draws, history, iters, full)
+    fail_e = _plant_failures(core, e, jobs, draws.fail_e)
+    sigma = unc.tracker_sigma()
+    sim.load_jobs(
+        core, e, submit, prof["work"], prof["mb"], full, iters, prof["act"],
+        prof["k_target"],  # what the rules aim at: K*, or the request when smaller
+        prof["b_ref"], prof["t1"], prof["tk"], min_gpus, pred_iters, fail_e,
+        repair_hours(draws.repair_z, unc.repair_median_hours, unc.repair_sigma), draws.handler_u,
+        draws.tracker_u < unc.tracker_detect_prob,
+        np.exp(sigma * draws.tracker_z[:, 0]), np.exp(sigma * draws.tracker_z[:, 1]),
+    )
     return jobs
 
 
@@ -187,24 +187,27 @@ def _fates(jobs, unc: UncertaintyConfig, rng: np.random.Generator) -> np.ndarray
     u = rng.random(n)
     frac = rng.beta(*FATE_FRACTION_BETA, size=n)
     out = np.where(u < unc.early_end_rate, np.clip(frac, 0.01, 1.0), 1.0)
-    for i, job in enumerate(jobs):
-        if job.fate_fraction is not None:
-            out[i] = job.fate_fraction
-    return out
+    if isinstance(jobs, JobTable):
+        given = jobs.fate_fraction
+    else:
+        given = np.array([np.nan if j.fate_fraction is None else j.fate_fraction for j in jobs], dtype=float)
+    return np.where(np.isnan(given), out, given)
 
 
-def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history) -> None:
+def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history, iters, full) -> np.ndarray:
+    """Write env e's predictor and failure settings (and the retrieval store, pre-filled by
+    ``history``); returns the static predictions (zeros under retrieval, which predicts in
+    the core when a job is submitted). ``iters``: what each job runs; ``full``: configured."""
     n = len(jobs)
     sizes = sim._sizes(core)
-    a = sizes["A"]
     pred = _predictor(unc)
     core.pred_mode[e] = PRED_STATIC
+    core.pred_hit[e] = False
     core.store_vecs[e] = 0.0
     core.store_vals[e] = 0.0
     core.n_store[e] = 0
     core.meta_vec[e] = 0.0
-    core.pred_hit[e] = False
-    core.pred_iters[e] = 0.0
+    pred_iters = np.zeros(n)
     if isinstance(pred, RetrievalPredictor):
         core.pred_mode[e] = PRED_RETRIEVAL
         core.ret_k[e] = pred.k
@@ -222,10 +225,8 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history) -> 
                 core.store_vecs[e], core.store_vals[e], core.n_store[e], vec, float(value)
             )
     else:
-        truth = core.iters[e, :n]
-        user = core.full_iters[e, :n]
-        values = pred.predict([None] * n, user_estimate=user, actual=truth, z=draws.pred_z)
-        core.pred_iters[e, :n] = np.maximum(np.asarray(values, dtype=float), sim.MIN_PRED_ITERS)
+        values = pred.predict([None] * n, user_estimate=full, actual=iters, z=draws.pred_z)
+        pred_iters = np.maximum(np.asarray(values, dtype=float), sim.MIN_PRED_ITERS)
     core.fail_rate[e] = unc.failure_rate_per_gpu_hour
     core.ckpt_h[e] = unc.checkpoint_interval_hours
     core.gpus_per_failure[e] = unc.gpus_per_failure
@@ -233,37 +234,29 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history) -> 
     core.tpr[e], core.fpr[e] = unc.handler_operating_point()
     core.diag_h[e] = unc.diagnosis_delay_hours
     core.manual_h[e] = unc.manual_delay_hours
-    core.fail_e[e] = np.inf
-    core.fail_e[e, :n, :a] = draws.fail_e[:, :a]
-    core.repair_h[e] = 0.0
-    core.repair_h[e, :n, :a] = repair_hours(draws.repair_z[:, :a], unc.repair_median_hours, unc.repair_sigma)
-    core.handler_u[e] = 1.0
-    core.handler_u[e, :n, :a] = draws.handler_u[:, :a]
-    sigma = unc.tracker_sigma()
-    core.track_known[e] = False
-    core.track_known[e, :n] = draws.tracker_u < unc.tracker_detect_prob
-    core.track_zf[e] = 1.0
-    core.track_zs[e] = 1.0
-    core.track_zf[e, :n] = np.exp(sigma * draws.tracker_z[:, 0])
-    core.track_zs[e, :n] = np.exp(sigma * draws.tracker_z[:, 1])
+    return pred_iters
 
 
 # --------------------------------------------------------------- trace-driven failures (traces/)
-def _plant_failures(core, e, jobs) -> None:
-    """Write ``JobSpec.failure_gpu_hours`` (trace-driven infrastructure failures) over the drawn
-    failures. The core fails attempt a of job j after ``fail_e[j, a] / (rate x g)`` hours on g
-    GPUs (``sim.place``), so a failure X GPU-hours into an attempt is ``fail_e = X x rate``;
-    the job's later attempts never fail. When the random process is off (rate 0) a nominal
-    rate of 1 switches the core's failure check on, and every other job gets no failure."""
+def _plant_failures(core, e, jobs, fail_e: np.ndarray) -> np.ndarray:
+    """``fail_e`` (the drawn unit exponentials, (n, attempts)) with ``JobSpec.failure_gpu_hours``
+    (trace-driven infrastructure failures) written over them. The core fails attempt a of job
+    j after ``fail_e[j, a] / (rate x g)`` hours on g GPUs (``sim.place``), so a failure X
+    GPU-hours into an attempt is ``fail_e = X x rate``; the job's later attempts never fail.
+    When the random process is off (rate 0) a nominal rate of 1 switches the core's failure
+    check on, and every other job gets no failure."""
+    if isinstance(jobs, JobTable):
+        return fail_e  # catalog jobs carry no trace failures
     planted = [(i, job) for i, job in enumerate(jobs) if job.failure_gpu_hours is not None]
     if not planted:
-        return
-    a = core.fail_e.shape[2]
+        return fail_e
+    fail_e = fail_e.copy()
+    a = fail_e.shape[1]
     rate = float(core.fail_rate[e])
     if rate <= 0.0:
         rate = 1.0
         core.fail_rate[e] = rate
-        core.fail_e[e] = np.inf
+        fail_e[:] = np.inf
     for i, job in planted:
         hours = job.failure_gpu_hours
         if len(hours) > a:
@@ -271,5 +264,6 @@ def _plant_failures(core, e, jobs) -> None:
                 f"job {job.name!r}: {len(hours)} planted failures exceed the core's {a} attempts "
                 f"(raise UncertaintyConfig.max_attempts, or map with fewer max_failures)"
             )
-        core.fail_e[e, i] = np.inf
-        core.fail_e[e, i, : len(hours)] = np.asarray(hours, dtype=np.float64) * rate
+        fail_e[i] = np.inf
+        fail_e[i, : len(hours)] = np.asarray(hours, dtype=np.float64) * rate
+    return fail_e

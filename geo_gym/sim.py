@@ -213,6 +213,60 @@ def reset(c, e):
 
 
 @_jit
+def load_jobs(
+    c, e, submit, work, mb, full_iters, iters, act, kstar, b_ref, t1, tk, min_gpus,
+    pred_iters, fail_e, repair_h, handler_u, track_known, track_zf, track_zs,
+):
+    """Write env e's n jobs (in submit order; the arguments are length-n columns, the per-attempt
+    ones (n, attempts)) and their drawn uncertainty, clear the rows beyond n, and ``reset``.
+    One compiled call: ``loading.load`` computes the columns, this writes them."""
+    n = submit.shape[0]
+    c.n_jobs[e] = n
+    kmax = 1
+    for j in range(c.submit.shape[1]):
+        if j < n:
+            c.submit[e, j] = submit[j]
+            c.work[e, j] = work[j]
+            c.mb[e, j] = mb[j]
+            c.full_iters[e, j] = full_iters[j]
+            c.iters[e, j] = iters[j]
+            c.act[e, j] = act[j]
+            c.kstar[e, j] = kstar[j]
+            c.b_ref[e, j] = b_ref[j]
+            c.t1[e, j] = t1[j]
+            c.tk[e, j] = tk[j]
+            c.min_gpus[e, j] = min_gpus[j]
+            c.pred_iters[e, j] = pred_iters[j]
+            c.track_known[e, j] = track_known[j]
+            c.track_zf[e, j] = track_zf[j]
+            c.track_zs[e, j] = track_zs[j]
+            kmax = max(kmax, kstar[j])
+        else:
+            c.submit[e, j] = 0.0
+            c.work[e, j] = 0.0
+            c.mb[e, j] = 0
+            c.full_iters[e, j] = 0.0
+            c.iters[e, j] = 0.0
+            c.act[e, j] = 0.0
+            c.kstar[e, j] = 0
+            c.b_ref[e, j] = 0.0
+            c.t1[e, j] = 0.0
+            c.tk[e, j] = 0.0
+            c.min_gpus[e, j] = 1
+            c.pred_iters[e, j] = 0.0
+            c.track_known[e, j] = False
+            c.track_zf[e, j] = 1.0
+            c.track_zs[e, j] = 1.0
+        for a in range(c.fail_e.shape[2]):
+            inside = j < n and a < fail_e.shape[1]
+            c.fail_e[e, j, a] = fail_e[j, a] if inside else np.inf
+            c.repair_h[e, j, a] = repair_h[j, a] if inside else 0.0
+            c.handler_u[e, j, a] = handler_u[j, a] if inside else 1.0
+    c.kstar_max[e] = kmax
+    reset(c, e)
+
+
+@_jit
 def _predict_on_submit(c, e, j):
     """Retrieval predictions are made when a job is submitted, from the jobs finished by then
     (SchedMate 3.1); with no similar job the fallback estimator answers."""

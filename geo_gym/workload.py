@@ -7,8 +7,12 @@ cluster: t_comp's work term, M_j, I_j, A_j, K* (Eq. 13), E_j(1) (Eq. 9's numerat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+import numba
+import numpy as np
 
 from geo_gym import catalog, costmodel
 from geo_gym.catalog import DatasetSpec, GPUType, ModelSpec
@@ -146,3 +150,155 @@ def _t_iter_single_region(
     """Eq. (1) on k GPUs in one region (a job capped below K* by its request)."""
     work, mb, act, *_ = _per_iteration(m, seq_len, micro_batch, gpu, stage_overhead, intra_gbps)
     return costmodel.single_region_iteration_time(work, k, act, intra_gbps, stage_overhead, mb)
+
+
+@numba.njit(cache=True)
+def _first_bad_row(model, dataset, submit, epochs, fate, n_models, n_datasets):
+    """The first row a JobTable cannot hold (-1: none); one compiled pass, since built-in
+    scenarios build a table per episode."""
+    for i in range(model.shape[0]):
+        if not (
+            0 <= model[i] < n_models
+            and 0 <= dataset[i] < n_datasets
+            and submit[i] >= 0
+            and (i == 0 or submit[i] >= submit[i - 1])
+            and epochs[i] > 0
+            and (np.isnan(fate[i]) or 0 < fate[i] <= 1)
+        ):
+            return i
+    return -1
+
+
+class JobTable(Sequence):
+    """A workload of catalog jobs (Table III models and datasets, default batch settings) held
+    as columns, in submit order. It behaves as the tuple of ``JobSpec`` it stands for, built on
+    first access; loading reads the columns, so an episode of a built-in scenario starts
+    without building one object per job (``geo_gym/scenarios.py``).
+
+    ``fate_fraction`` is NaN where none is given. ``user``/``template`` (-1: none) become the
+    metadata ``{"user": "user<u>", "name": "template<t>"}``. Names come from ``name_format``
+    with ``i`` (1-based), ``model``, ``user`` and ``template``."""
+
+    def __init__(
+        self,
+        model,
+        dataset,
+        submit,
+        epochs,
+        fate_fraction=None,
+        user=None,
+        template=None,
+        name_format: str = "job{i}",
+    ):
+        self.model = np.asarray(model, dtype=np.int64)
+        n = self.model.shape[0]
+        self.dataset = np.asarray(dataset, dtype=np.int64)
+        self.submit = np.asarray(submit, dtype=np.float64)
+        self.epochs = np.asarray(epochs, dtype=np.float64)
+        nan = np.full(n, np.nan)
+        self.fate_fraction = nan if fate_fraction is None else np.asarray(fate_fraction, np.float64)
+        self.user = np.full(n, -1, np.int64) if user is None else np.asarray(user, np.int64)
+        self.template = np.full(n, -1, np.int64) if template is None else np.asarray(template, np.int64)
+        self.name_format = name_format
+        for col in ("dataset", "submit", "epochs", "fate_fraction", "user", "template"):
+            if getattr(self, col).shape != (n,):
+                raise ValueError(f"JobTable.{col} has shape {getattr(self, col).shape}, expected ({n},)")
+        bad = _first_bad_row(
+            self.model, self.dataset, self.submit, self.epochs, self.fate_fraction,
+            len(catalog.PAPER_MODELS), len(catalog.PAPER_DATASETS),
+        )
+        if bad >= 0:
+            raise ValueError(
+                f"JobTable row {bad}: model {self.model[bad]} (0..{len(catalog.PAPER_MODELS) - 1}), "
+                f"dataset {self.dataset[bad]} (0..{len(catalog.PAPER_DATASETS) - 1}), submit "
+                f"{self.submit[bad]} (>= 0, non-decreasing), epochs {self.epochs[bad]} (> 0), "
+                f"fate_fraction {self.fate_fraction[bad]} (NaN or in (0, 1])"
+            )
+        self._specs: tuple[JobSpec, ...] | None = None
+
+    def specs(self) -> tuple[JobSpec, ...]:
+        """The jobs as ``JobSpec`` objects (validated as any JobSpec), built once."""
+        if self._specs is None:
+            self._specs = tuple(self._spec(i) for i in range(len(self)))
+        return self._specs
+
+    def _spec(self, i: int) -> JobSpec:
+        m = catalog.PAPER_MODELS[self.model[i]]
+        u, t = int(self.user[i]), int(self.template[i])
+        fate = float(self.fate_fraction[i])
+        return JobSpec(
+            name=self.name_format.format(i=i + 1, model=m.name, user=u, template=t),
+            model=m,
+            dataset=catalog.PAPER_DATASETS[self.dataset[i]],
+            submit=float(self.submit[i]),
+            epochs=float(self.epochs[i]),
+            fate_fraction=None if np.isnan(fate) else fate,
+            metadata={"user": f"user{u}", "name": f"template{t}"} if t >= 0 else {},
+        )
+
+    def __len__(self) -> int:
+        return self.model.shape[0]
+
+    def __getitem__(self, i):
+        return self.specs()[i]
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, JobTable | tuple | list):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.specs())
+
+    def __repr__(self) -> str:
+        return f"JobTable({len(self)} catalog jobs)"
+
+
+@lru_cache(maxsize=64)
+def _catalog_table(gpu: GPUType, stage_overhead: float, intra_gbps: float) -> tuple[np.ndarray, ...]:
+    """Per catalog model: (work, M_j, A_j, K*, t_iter(1), t_iter(K*), b_j(K*), batch size), and
+    per catalog dataset its samples; the per-job numbers of a JobTable are lookups into these."""
+    rows = [
+        _per_iteration(m, catalog.DEFAULT_SEQ_LEN, catalog.DEFAULT_MICRO_BATCH, gpu, stage_overhead, intra_gbps)
+        for m in catalog.PAPER_MODELS
+    ]
+    work, mb, act, ks, t1, tk = (np.array(col) for col in zip(*rows, strict=True))
+    b_ref = np.array([costmodel.min_bandwidth(a, costmodel.t_comp(w, k, stage_overhead)) for w, a, k in zip(work, act, ks, strict=True)])
+    batch = np.array([m.batch_size for m in catalog.PAPER_MODELS], dtype=np.float64)
+    samples = np.array([d.samples for d in catalog.PAPER_DATASETS], dtype=np.float64)
+    out = (work, mb.astype(np.int64), act, ks.astype(np.int64), t1, tk, b_ref, batch, samples)
+    for a in out:
+        a.setflags(write=False)  # shared by every episode
+    return out
+
+
+def profile_columns(
+    jobs: Sequence[JobSpec],
+    gpu: GPUType = catalog.A6000,
+    stage_overhead: float = catalog.DEFAULT_STAGE_OVERHEAD_S,
+    intra_gbps: float = catalog.DEFAULT_INTRA_REGION_GBPS,
+) -> dict[str, np.ndarray]:
+    """What the simulator core needs of each job's ``profile``, as columns: work, mb, act,
+    iterations (I_j), k_target, b_ref (b_j at k_target), t1 and tk (t_iter on 1 and on
+    k_target GPUs in one region). A ``JobTable`` is profiled per model, without a JobSpec per
+    job, to the very same numbers."""
+    if isinstance(jobs, JobTable):
+        work, mb, act, ks, t1, tk, b_ref, batch, samples = _catalog_table(gpu, stage_overhead, intra_gbps)
+        m = jobs.model
+        iters = np.ceil(jobs.epochs * samples[jobs.dataset] / batch[m])  # costmodel.num_iterations
+        # e1 / I and E(K*) / I, computed as JobProfile's fields are, so that the bits agree
+        return {
+            "work": work[m], "mb": mb[m], "act": act[m], "iterations": iters, "k_target": ks[m],
+            "b_ref": b_ref[m], "t1": iters * t1[m] / iters, "tk": iters * tk[m] / iters,
+        }
+    profiles = [profile(j, gpu, stage_overhead, intra_gbps) for j in jobs]
+    return {
+        "work": np.array([p.work for p in profiles]),
+        "mb": np.array([p.num_microbatches for p in profiles], dtype=np.int64),
+        "act": np.array([p.activation_gbit for p in profiles]),
+        "iterations": np.array([p.iterations for p in profiles]),
+        "k_target": np.array([p.k_target for p in profiles], dtype=np.int64),
+        "b_ref": np.array([p.b_j(p.k_target) for p in profiles]),
+        "t1": np.array([p.e1 / p.iterations for p in profiles]),
+        "tk": np.array([p.ideal_duration / p.iterations for p in profiles]),
+    }

@@ -10,6 +10,7 @@ drawn whatever the configuration, so switching a component on or off, or changin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -53,11 +54,13 @@ def draw_episode(rng: np.random.Generator, n_jobs: int, max_attempts: int = 16) 
     )
 
 
+@lru_cache(maxsize=256)
 def neutral_draws(n_jobs: int, max_attempts: int = 16) -> EpisodeDraws:
     """Numbers that switch every random component off: no noise, no failure, a tracker that
     sees every job exactly when its detection probability is 1. For configurations that use
-    none of the draws (the perfect world), so that no generators are spawned for nothing."""
-    return EpisodeDraws(
+    none of the draws (the perfect world), so that no generators are spawned for nothing.
+    Constants, so built once per size and shared (read-only)."""
+    draws = EpisodeDraws(
         pred_z=np.zeros(n_jobs),
         fail_e=np.full((n_jobs, max_attempts), np.inf),
         repair_z=np.zeros((n_jobs, max_attempts)),
@@ -65,3 +68,6 @@ def neutral_draws(n_jobs: int, max_attempts: int = 16) -> EpisodeDraws:
         tracker_u=np.zeros(n_jobs),
         tracker_z=np.zeros((n_jobs, 2)),
     )
+    for a in vars(draws).values():
+        a.setflags(write=False)
+    return draws
