@@ -341,6 +341,17 @@ def step_batch(c, o, actions, cost_weight, scale, rewards, invalid, terminated, 
         )
 
 
+@numba.njit(cache=True, parallel=True)
+def step_batch_parallel(c, o, actions, cost_weight, scale, rewards, invalid, terminated, obs, masks):
+    """``step_batch`` with the envs spread over numba's threads (``numba.set_num_threads``).
+    Env e reads and writes only row e of the core and the options (and allocates its own
+    scratch), so the results are exactly those of ``step_batch``."""
+    for e in numba.prange(actions.shape[0]):
+        rewards[e], invalid[e], terminated[e] = step_env(
+            c, o, e, actions[e], cost_weight, scale[e], obs[e], masks[e]
+        )
+
+
 SUMMARY_KEYS = ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h", "failures")
 
 

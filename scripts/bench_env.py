@@ -2,11 +2,13 @@
 
     python scripts/bench_env.py [--scenario paper-default] [--seconds 3]
 
-Both run uniformly random valid actions (drawn from the action mask) for N in
-{1, 16, 64, 256}; the table gives steps/s (env steps, i.e. N per vector step) and the ratio.
-Two more columns explain the native numbers: the mean episode length in steps, and the time
-to draw and load one new episode (a reset of the native env divided by N), which every
-episode pays once in Python.
+All run uniformly random valid actions (drawn from the action mask) for N in
+{1, 16, 64, 256}; the table gives steps/s (env steps, i.e. N per vector step) of the native
+env on one thread, of the native env with ``parallel=True`` (numba's threads, as many as
+``NUMBA_NUM_THREADS``, here printed first), of SyncVectorEnv over the single env, and the
+ratios. Two more columns explain the native numbers: the mean episode length in steps, and
+the time to draw and load one new episode (a reset of the native env divided by N), which
+every episode pays once in Python, on one thread.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import time
 
 import gymnasium as gym
+import numba
 import numpy as np
 import pandas as pd
 
@@ -68,17 +71,20 @@ def reset_us(env, repeats: int = 5) -> float:
     return best / env.num_envs * 1e6
 
 
+print(f"numba threads: {numba.get_num_threads()}")
 rows = []
 for n in args.num_envs:
     venv = GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs)
     native, ep_len = measure(venv, args.seconds)
+    parallel, _ = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, parallel=True), args.seconds)
     sync_env = gym.vector.SyncVectorEnv(
         [lambda: GeoPipeEnv(args.scenario, args.scenario_kwargs) for _ in range(n)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     sync, _ = measure(sync_env, args.seconds)
     rows.append({
-        "num_envs": n, "native_steps_per_s": native, "sync_steps_per_s": sync, "ratio": native / sync,
+        "num_envs": n, "native_steps_per_s": native, "parallel_steps_per_s": parallel,
+        "sync_steps_per_s": sync, "ratio": native / sync, "ratio_parallel": parallel / sync,
         "episode_steps": ep_len, "reset_us_per_episode": reset_us(venv),
     })
 print(pd.DataFrame(rows).round(1).to_markdown(index=False))

@@ -1,0 +1,116 @@
+"""Built-in scenarios draw their workloads as columns (``JobTable``) and loading reads the
+columns: the jobs, and every episode, must be exactly those of the equivalent JobSpecs."""
+
+import numpy as np
+import pytest
+
+from geo_gym import catalog, sim
+from geo_gym.catalog import GPUType
+from geo_gym.env import as_uncertainty
+from geo_gym.loading import load, required_sizes
+from geo_gym.scenarios import Scenario, _templates, make_scenario
+from geo_gym.workload import JobSpec, JobTable, profile_columns
+
+
+def small_table(**overrides) -> JobTable:
+    cols = dict(
+        model=[0, 5, 5], dataset=[0, 1, 2], submit=[0.0, 10.0, 10.0], epochs=[1.0, 0.5, 2.0],
+        fate_fraction=[np.nan, 0.25, np.nan], user=[-1, 2, 2], template=[-1, 7, 7],
+        name_format="job{i}-u{user}-{model}",
+    )
+    cols.update(overrides)
+    return JobTable(**cols)
+
+
+def test_job_table_is_the_tuple_of_its_jobspecs():
+    table = small_table()
+    specs = tuple(table)
+    assert len(table) == 3 and all(isinstance(j, JobSpec) for j in specs)
+    assert table == specs and specs == table.specs() and table[1] is specs[1]
+    assert specs[1] == JobSpec(
+        f"job2-u2-{catalog.PAPER_MODELS[5].name}", catalog.PAPER_MODELS[5],
+        catalog.PAPER_DATASETS[1], submit=10.0, epochs=0.5, fate_fraction=0.25,
+    )
+    assert specs[1].metadata == {"user": "user2", "name": "template7"}
+    assert specs[0].metadata == {} and specs[0].fate_fraction is None
+
+
+@pytest.mark.parametrize("override, words", [
+    ({"model": [0, 99, 1]}, ["row 1", "model 99"]),
+    ({"dataset": [0, 1, -1]}, ["row 2", "dataset -1"]),
+    ({"submit": [0.0, 10.0, 5.0]}, ["row 2", "non-decreasing"]),
+    ({"epochs": [1.0, 0.0, 1.0]}, ["row 1", "epochs 0.0"]),
+    ({"fate_fraction": [np.nan, 1.5, np.nan]}, ["row 1", "fate_fraction 1.5"]),
+    ({"epochs": [1.0, 1.0]}, ["JobTable.epochs", "(3,)"]),
+])
+def test_job_table_names_the_bad_row_or_column(override, words):
+    with pytest.raises(ValueError) as err:
+        small_table(**override)
+    for word in words:
+        assert word in str(err.value)
+
+
+@pytest.mark.parametrize("gpu, overhead, intra", [
+    (catalog.A6000, catalog.DEFAULT_STAGE_OVERHEAD_S, catalog.DEFAULT_INTRA_REGION_GBPS),
+    (GPUType("test", 80.0, 2.5e14, 0.7), 0.01, 25.0),
+])
+def test_profile_columns_of_a_table_equal_those_of_its_jobspecs(gpu, overhead, intra):
+    rng = np.random.default_rng(0)
+    n = 40
+    table = JobTable(
+        model=rng.integers(0, len(catalog.PAPER_MODELS), n),
+        dataset=rng.integers(0, len(catalog.PAPER_DATASETS), n),
+        submit=np.sort(rng.uniform(0, 1e5, n)),
+        epochs=rng.uniform(0.1, 3.0, n),
+    )
+    fast = profile_columns(table, gpu, overhead, intra)
+    slow = profile_columns(tuple(table), gpu, overhead, intra)  # JobSpec by JobSpec
+    assert fast.keys() == slow.keys()
+    for key in fast:
+        assert fast[key].dtype == slow[key].dtype, key
+        assert np.array_equal(fast[key], slow[key]), key
+
+
+def core_state(core, e=0) -> dict:
+    return {name: np.asarray(getattr(core, name)[e]) for name in core._fields}
+
+
+@pytest.mark.parametrize("name, knobs, uncertainty", [
+    ("paper-default", {"num_jobs": 12}, None),
+    ("random", {"num_regions": 4}, "realistic"),
+    ("recurring", {"num_jobs": 30}, "realistic"),
+    ("recurring", {"num_jobs": 30}, {"predictor": "schedmate", "failure_rate_per_gpu_hour": 0.01}),
+])
+def test_loading_a_table_equals_loading_its_jobspecs(name, knobs, uncertainty):
+    unc = as_uncertainty(uncertainty)
+    scen = make_scenario(name, seed=4, **knobs)
+    assert isinstance(scen.jobs, JobTable)
+    as_specs = Scenario(scen.name, scen.cluster, tuple(scen.jobs), scen.stage_overhead)
+    history = [(job, 3.0) for job in tuple(scen.jobs)[:5]]
+    states = []
+    for s in (scen, as_specs):
+        core = sim.ensure(sim.allocate(1, scen.cluster.num_regions, 1), **required_sizes(s, unc))
+        jobs = load(core, 0, s, np.random.default_rng(9), unc, history)
+        assert [j.name for j in jobs] == [j.name for j in as_specs.jobs]
+        states.append(core_state(core))
+    for field, value in states[0].items():
+        assert np.array_equal(value, states[1][field], equal_nan=value.dtype.kind == "f"), field
+
+
+@pytest.mark.parametrize("seed", [0, 1, 17])
+def test_recurring_jobs_follow_the_per_job_generator_stream(seed):
+    """The compiled per-job draws are the documented job-by-job numpy Generator draws:
+    template, early-end coin, end-point jitter (only if early), epoch jitter."""
+    scen = make_scenario("recurring", seed=seed, num_jobs=50)
+    t_model, t_data, t_epochs, t_p_early, t_end = _templates(0, 18, 0.45)
+    rng = np.random.default_rng(seed)
+    rng.exponential(1800.0, size=49)  # the arrivals come first
+    for job in scen.jobs:
+        t = int(rng.integers(0, 18))
+        early = rng.random() < t_p_early[t]
+        fate = min(max(float(t_end[t] * rng.lognormal(0.0, 0.25)), 0.01), 1.0) if early else None
+        epochs = float(t_epochs[t] * rng.uniform(0.9, 1.1))
+        assert job.model == catalog.PAPER_MODELS[int(t_model[t])]
+        assert job.dataset == catalog.PAPER_DATASETS[int(t_data[t])]
+        assert (job.fate_fraction, job.epochs) == (fate, epochs)
+        assert job.metadata == {"user": f"user{t // 3}", "name": f"template{t}"}
