@@ -80,27 +80,34 @@ def allocate_options(num_envs: int, num_regions: int, window: int) -> Options:
     )
 
 
+# Performance note. Numba passes the Core (a tuple of ~80 arrays) to a function by counting a
+# reference to every array on the way in and out, which costs ~0.5 us per call of any function
+# with branches (inlining does not avoid it). Helpers called in loops therefore take the
+# env's array rows, never the Core or the Options tuples.
+
+
 @_jit
-def _same_job_inputs(c, e, i, j):
+def _same_job_inputs(kstar, act, work, min_gpus, mb, i, j):
     """Jobs i and j get identical placements from every rule on any state: placement depends
-    on K*, A_j, t_comp (work) and min_gpus only, never on the iteration count."""
+    on K*, A_j, t_comp (work, M_j) and min_gpus only, never on the iteration count."""
     return (
-        c.kstar[e, i] == c.kstar[e, j]
-        and c.act[e, i] == c.act[e, j]
-        and c.work[e, i] == c.work[e, j]
-        and c.min_gpus[e, i] == c.min_gpus[e, j]
-        and c.mb[e, i] == c.mb[e, j]
+        kstar[i] == kstar[j]
+        and act[i] == act[j]
+        and work[i] == work[j]
+        and min_gpus[i] == min_gpus[j]
+        and mb[i] == mb[j]
     )
 
 
 @_jit
-def _copy_option(o, e, s_from, r_from, s_to, r_to):
-    o.g[e, s_to, r_to] = o.g[e, s_from, r_from]
-    o.plen[e, s_to, r_to] = o.plen[e, s_from, r_from]
-    o.t_iter[e, s_to, r_to] = o.t_iter[e, s_from, r_from]
-    for q in range(o.path.shape[3]):
-        o.path[e, s_to, r_to, q] = o.path[e, s_from, r_from, q]
-        o.alloc[e, s_to, r_to, q] = o.alloc[e, s_from, r_from, q]
+def _copy_option(path, alloc, g, plen, t_iter, s_from, r_from, s_to, r_to):
+    """Option (s_to, r_to) := option (s_from, r_from), on one env's option arrays."""
+    g[s_to, r_to] = g[s_from, r_from]
+    plen[s_to, r_to] = plen[s_from, r_from]
+    t_iter[s_to, r_to] = t_iter[s_from, r_from]
+    for q in range(path.shape[2]):
+        path[s_to, r_to, q] = path[s_from, r_from, q]
+        alloc[s_to, r_to, q] = alloc[s_from, r_from, q]
 
 
 @_jit
@@ -119,9 +126,13 @@ def _compute_options(c, o, e):
     k = c.free.shape[1]
     n = min(w, c.n_pend[e])
     o.n_win[e] = n
-    o.win[e] = -1
-    o.g[e] = 0
-    o.plen[e] = 0
+    win, g_e, plen_e, path_e, alloc_e, titer_e = o.win[e], o.g[e], o.plen[e], o.path[e], o.alloc[e], o.t_iter[e]
+    pend = c.pend[e]
+    for s in range(w):
+        win[s] = pend[s] if s < n else -1
+        for r in range(NUM_RULES):
+            g_e[s, r] = 0
+            plen_e[s, r] = 0
     candidate_features(c, e, n, o.feats[e])
     for s in range(n, w):
         o.feats[e, s] = 0.0
@@ -129,47 +140,44 @@ def _compute_options(c, o, e):
     free_total = 0
     for r in range(k):
         free_total += free[r]
-    for s in range(n):
-        o.win[e, s] = c.pend[e, s]
     if free_total == 0:
         return False
     eff = np.empty((k, k))
-    residual_bandwidth(c, e, eff)
-    tc, ws = scratch(c, e)
+    residual_bandwidth(c.bw[e], c.resv[e], eff)
+    tc, ws = scratch(c.kstar_max[e], k)
     any_valid = False
     bw, intra, overhead = c.bw[e], c.intra[e], c.overhead[e]
+    kstar_e, act_e, work_e, ming_e, mb_e = c.kstar[e], c.act[e], c.work[e], c.min_gpus[e], c.mb[e]
     for s in range(n):
-        j = c.pend[e, s]
+        j = pend[s]
         twin = -1
         for s2 in range(s):
-            if _same_job_inputs(c, e, c.pend[e, s2], j):
+            if _same_job_inputs(kstar_e, act_e, work_e, ming_e, mb_e, pend[s2], j):
                 twin = s2
                 break
         if twin >= 0:
             for r in range(NUM_RULES):
-                _copy_option(o, e, twin, r, s, r)
-                any_valid = any_valid or o.g[e, s, r] > 0
+                _copy_option(path_e, alloc_e, g_e, plen_e, titer_e, twin, r, s, r)
+                any_valid = any_valid or g_e[s, r] > 0
             continue
-        kstar, act, min_gpus = c.kstar[e, j], c.act[e, j], c.min_gpus[e, j]
-        work, mb = c.work[e, j], c.mb[e, j]
+        kstar, act, min_gpus, work, mb = kstar_e[j], act_e[j], ming_e[j], work_e[j], mb_e[j]
         fill_tc(work, kstar, overhead, tc)
-        paths, allocs, gs, plens, t_iters = o.path[e, s], o.alloc[e, s], o.g[e, s], o.plen[e, s], o.t_iter[e, s]
         for r in range(NUM_RULES):
             if r == RULE_PATHFINDER_HALF or r == RULE_PATHFINDER_QUARTER:
                 if free_total <= rule_target(r, kstar):
-                    _copy_option(o, e, s, RULE_PATHFINDER, s, r)
-                    any_valid = any_valid or gs[r] > 0
+                    _copy_option(path_e, alloc_e, g_e, plen_e, titer_e, s, RULE_PATHFINDER, s, r)
+                    any_valid = any_valid or g_e[s, r] > 0
                     continue
-            path, alloc = paths[r], allocs[r]
+            path, alloc = path_e[s, r], alloc_e[s, r]
             g, plen = apply_rule(r, free, prices, eff, kstar, act, tc, path, alloc, ws)
             if g < min_gpus:
                 g, plen = 0, 0
-            gs[r] = g
-            plens[r] = plen
-            t_iters[r] = 0.0
+            g_e[s, r] = g
+            plen_e[s, r] = plen
+            titer_e[s, r] = 0.0
             if g > 0:
                 any_valid = True
-                t_iters[r] = pipeline_iteration_time_nb(path, plen, alloc, bw, intra, act, work, overhead, mb)
+                titer_e[s, r] = pipeline_iteration_time_nb(path, plen, alloc, bw, intra, act, work, overhead, mb)
     return any_valid
 
 
@@ -180,10 +188,11 @@ def refresh(c, o, e):
     o.deadlock[e] = False
     while True:
         any_valid = _compute_options(c, o, e)
-        o.wait_ok[e] = next_event_time(c, e) < np.inf
         if any_valid or done(c, e):
+            o.wait_ok[e] = next_event_time(c, e) < np.inf
             return
         if not advance(c, e):
+            o.wait_ok[e] = False
             o.deadlock[e] = True  # pending jobs, nothing placeable, nothing will happen
             return
 

@@ -25,6 +25,7 @@ import numba
 import numpy as np
 
 _jit = numba.njit(cache=True)
+_inline = numba.njit(cache=True, inline="always")
 
 # Allocators that a path-based rule can end with.
 ALLOC_COST_MIN = 0
@@ -64,7 +65,7 @@ class Placement:
 # --------------------------------------------------------------------------- allocators
 
 
-@_jit
+@_inline
 def _fill(a, value):
     """a[:] = value as an element loop: numba's slice assignment costs more than the
     kernels' real work on arrays of a few regions."""
@@ -72,7 +73,7 @@ def _fill(a, value):
         a[i] = value
 
 
-@_jit
+@_inline
 def _cost_min_kernel(path, path_len, g, free, prices, out_alloc, order):
     """Alg. 2 lines 1-10: one GPU per path region, then the surplus to the cheapest regions.
 
@@ -100,7 +101,7 @@ def _cost_min_kernel(path, path_len, g, free, prices, out_alloc, order):
     return g - g_rem
 
 
-@_jit
+@_inline
 def _uniform_kernel(path, path_len, g, free, out_alloc):
     """Ablation "w/o Cost-Min": spread g GPUs evenly over the path, one at a time in path
     order, skipping regions that are full (so capacity is respected).
@@ -138,7 +139,7 @@ def _uniform_kernel(path, path_len, g, free, out_alloc):
     return placed
 
 
-@_jit
+@_inline
 def _fill_kernel(path, path_len, g, free, out_alloc):
     """Take GPUs region by region in path order until g are placed."""
     _fill(out_alloc, 0)
@@ -151,7 +152,7 @@ def _fill_kernel(path, path_len, g, free, out_alloc):
     return g - left
 
 
-@_jit
+@_inline
 def _allocate(kind, path, path_len, g, free, prices, out_alloc, order):
     if kind == ALLOC_COST_MIN:
         return _cost_min_kernel(path, path_len, g, free, prices, out_alloc, order)
@@ -160,7 +161,7 @@ def _allocate(kind, path, path_len, g, free, prices, out_alloc, order):
     return _fill_kernel(path, path_len, g, free, out_alloc)
 
 
-@_jit
+@_inline
 def _best_neighbour(bw, v, free, in_path):
     """Alg. 1 line 10: the region u off the path with free GPUs maximising B[v, u]
     (ties to the lower index); -1 when there is none."""
@@ -175,7 +176,7 @@ def _best_neighbour(bw, v, free, in_path):
 # --------------------------------------------------------------------------- Alg. 1
 
 
-@_jit
+@_inline
 def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws):
     """Alg. 1 exactly as printed, with free GPUs in place of G_r.
 
@@ -250,7 +251,7 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
 # --------------------------------------------------------------------------- baselines
 
 
-@_jit
+@_inline
 def _single_region_kernel(free, prices, k_star, cheapest, out_path, out_alloc):
     """LCF (cheapest=True): the cheapest region with a free GPU; LDF: the region with the most
     free GPUs. Either takes min(free, K*) GPUs there (paper IV-A caps every policy at K*)."""
@@ -274,7 +275,7 @@ def _single_region_kernel(free, prices, k_star, cheapest, out_path, out_alloc):
     return n, 1
 
 
-@_jit
+@_inline
 def _cr_lcf_kernel(free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws):
     """CR-LCF: aggregate regions in ascending price order until K* GPUs. A region whose link
     from the current tail cannot carry b_j = A / t_comp(g') (Eq. 6, all links of the path
@@ -316,7 +317,7 @@ def _cr_lcf_kernel(free, prices, bw, k_star, activation, tc, out_path, out_alloc
     return g, n
 
 
-@_jit
+@_inline
 def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, in_path):
     """CR-LDF's path: start at the region with the most free GPUs, then greedily append the
     tail's highest-bandwidth neighbour with free GPUs while the bottleneck still carries
@@ -354,7 +355,7 @@ def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, in_path):
     return g, n
 
 
-@_jit
+@_inline
 def _cr_ldf_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws):
     """CR-LDF (allocator=fill) and BACE-Pipe w/o Pathfinder (CR-LDF's path, Cost-Min)."""
     g, n = _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, ws[2])
@@ -391,7 +392,7 @@ RULE_NAMES = (
 NUM_RULES = len(RULE_NAMES)
 
 
-@_jit
+@_inline
 def rule_target(rule, k_star):
     """The GPU count a rule aims at: K*, or a fraction of it for the smaller options."""
     if rule == RULE_PATHFINDER_HALF:

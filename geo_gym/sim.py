@@ -305,7 +305,8 @@ def _arrivals(c, e):
     n = c.n_jobs[e]
     while c.next_arr[e] < n and c.submit[e, c.next_arr[e]] <= c.t[e]:
         j = c.next_arr[e]
-        _predict_on_submit(c, e, j)
+        if c.pred_mode[e] == PRED_RETRIEVAL:  # a call with the Core costs, even one that returns
+            _predict_on_submit(c, e, j)
         c.status[e, j] = PENDING
         c.pend[e, c.n_pend[e]] = j  # arrivals come in index order: append
         c.n_pend[e] += 1
@@ -449,22 +450,24 @@ def advance(c, e):
 
 
 @_jit
-def residual_bandwidth(c, e, out):
-    """What a policy may still use on each link in both directions: min(B-R, (B-R)^T) >= 0."""
-    k = c.bw.shape[1]
+def residual_bandwidth(bw, resv, out):
+    """What a policy may still use on each link in both directions: min(B-R, (B-R)^T) >= 0
+    (one env's bandwidth and reservation matrices)."""
+    k = bw.shape[0]
     for u in range(k):
         for v in range(k):
-            a = c.bw[e, u, v] - c.resv[e, u, v]
-            b = c.bw[e, v, u] - c.resv[e, v, u]
+            a = bw[u, v] - resv[u, v]
+            b = bw[v, u] - resv[v, u]
             out[u, v] = max(0.0, min(a, b))
 
 
 @_jit
-def scratch(c, e):
-    """Work space for ``job_placement``: a t_comp table long enough for any job of env e, and
-    the placement kernels' (4, K) scratch rows, so that no kernel allocates per call."""
-    tc = np.empty(c.kstar_max[e] + 1)
-    ws = np.empty((4, c.free.shape[1]), dtype=np.int64)
+def scratch(kstar_max, num_regions):
+    """Work space for ``job_placement``: a t_comp table long enough for any job of the env
+    (``kstar_max``), and the placement kernels' (4, K) scratch rows, so that no kernel
+    allocates per call."""
+    tc = np.empty(kstar_max + 1)
+    ws = np.empty((4, num_regions), dtype=np.int64)
     return tc, ws
 
 
@@ -576,27 +579,32 @@ CAND_I, CAND_D, CAND_LOG_IDEAL = 0, 1, 2  # columns of candidate_features
 NUM_CAND_FEATURES = 3
 
 
+# Helpers called per candidate take the env's array rows, not the Core: numba counts a
+# reference to each of the Core's ~80 arrays on every call of a function with branches
+# (about 0.5 us), far more than the work of these helpers.
+
+
 @_jit
-def _feature_scales(c, e, n):
+def _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
     """The normalisers of Eq. (9)/(10) over the first n pending jobs: the largest predicted
     remaining E_j(1) and the largest b_j(K*)."""
     e1_max = 0.0
     b_max = 0.0
     for i in range(n):
-        j = c.pend[e, i]
-        e1_max = max(e1_max, remaining_pred(c.pred_iters[e, j], c.done_iters[e, j]) * c.t1[e, j])
-        b_max = max(b_max, c.b_ref[e, j])
+        j = pend[i]
+        e1_max = max(e1_max, remaining_pred(pred_iters[j], done_iters[j]) * t1[j])
+        b_max = max(b_max, b_ref[j])
     return e1_max, b_max
 
 
 @_jit
-def _job_features(c, e, j, e1_max, b_max):
+def _job_features(pred_iters, done_iters, t1, tk, b_ref, j, e1_max, b_max):
     """Pending job j's (I_j, D_j, log1p(predicted E_j(K*) h)) as float32, the precision the
     observation holds, so that every path orders on the very same numbers."""
-    rem = remaining_pred(c.pred_iters[e, j], c.done_iters[e, j])
-    f_i = np.float32(rem * c.t1[e, j] / e1_max if e1_max > 0 else 0.0)
-    f_d = np.float32(c.b_ref[e, j] / b_max if b_max > 0 else 0.0)
-    f_log = np.float32(np.log1p(rem * c.tk[e, j] / 3600.0))
+    rem = remaining_pred(pred_iters[j], done_iters[j])
+    f_i = np.float32(rem * t1[j] / e1_max if e1_max > 0 else 0.0)
+    f_d = np.float32(b_ref[j] / b_max if b_max > 0 else 0.0)
+    f_log = np.float32(np.log1p(rem * tk[j] / 3600.0))
     return f_i, f_d, f_log
 
 
@@ -605,10 +613,11 @@ def candidate_features(c, e, n, out):
     """Features of the first n pending jobs, as float32 (exactly what the observation holds):
     I_j (Eq. 9) and D_j (Eq. 10) normalised over these candidates, log1p(predicted E_j(K*) h),
     all on *predicted remaining* work (``remaining_pred``), never the truth."""
-    e1_max, b_max = _feature_scales(c, e, n)
+    pend, pred, done_it, t1, tk, b_ref = c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e]
+    e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
     for i in range(n):
         out[i, CAND_I], out[i, CAND_D], out[i, CAND_LOG_IDEAL] = _job_features(
-            c, e, c.pend[e, i], e1_max, b_max
+            pred, done_it, t1, tk, b_ref, pend[i], e1_max, b_max
         )
 
 
@@ -642,9 +651,10 @@ def _order_keys(c, e, n, order, alpha32, keys):
     ``order_candidates`` computes from ``candidate_features`` (the same ``_job_features``),
     without writing the feature table."""
     a = np.float64(alpha32)
-    e1_max, b_max = _feature_scales(c, e, n)
+    pend, pred, done_it, t1, tk, b_ref = c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e]
+    e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
     for i in range(n):
-        f_i, f_d, f_log = _job_features(c, e, c.pend[e, i], e1_max, b_max)
+        f_i, f_d, f_log = _job_features(pred, done_it, t1, tk, b_ref, pend[i], e1_max, b_max)
         if order == ORDER_SJF:
             keys[i] = np.float64(f_log)
         else:
@@ -660,14 +670,11 @@ def _before(x, y):
 
 
 @_jit
-def _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
-    """Place pending job j with ``rule`` if the rule finds a placement; True when started."""
-    fill_tc(c.work[e, j], c.kstar[e, j], c.overhead[e], tc)
-    g, plen = job_placement(
-        c.free[e], c.price[e], eff, c.kstar[e, j], c.act[e, j], c.min_gpus[e, j], rule, tc, ws,
-        out_path, out_alloc,
-    )
-    return g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE
+def _rule_placement(free, prices, eff, work, kstar, act, min_gpus, overhead, rule, tc, ws, out_path, out_alloc):
+    """``job_placement`` for a job given by its (work, K*, A_j, min_gpus): (g, path length),
+    g = 0 when the rule finds nothing; the placement is left in out_path/out_alloc."""
+    fill_tc(work, kstar, overhead, tc)
+    return job_placement(free, prices, eff, kstar, act, min_gpus, rule, tc, ws, out_path, out_alloc)
 
 
 @_jit
@@ -685,12 +692,17 @@ def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_a
         total_free += c.free[e, r]
     if total_free <= 0:
         return -1
-    residual_bandwidth(c, e, eff)
+    residual_bandwidth(c.bw[e], c.resv[e], eff)
+    pend, free, prices, overhead = c.pend[e], c.free[e], c.price[e], c.overhead[e]
+    work, kstar, act, min_gpus = c.work[e], c.kstar[e], c.act[e], c.min_gpus[e]
     if order == ORDER_FCFS:
-        # Placing j shifts the queue, but we return at once; a failed try changes nothing.
         for i in range(n):
-            j = c.pend[e, i]
-            if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+            j = pend[i]
+            g, plen = _rule_placement(
+                free, prices, eff, work[j], kstar[j], act[j], min_gpus[j], overhead, rule, tc, ws, out_path, out_alloc
+            )
+            # Placing j shifts the queue, but we return at once; a failed try changes nothing.
+            if g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE:
                 return j
         return -1
     _order_keys(c, e, n, order, np.float32(alpha_nb(c.resv[e], c.bw[e])), keys)
@@ -701,8 +713,11 @@ def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_a
             if not tried[i] and (best < 0 or _before(keys[i], keys[best])):
                 best = i
         tried[best] = True
-        j = c.pend[e, best]
-        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+        j = pend[best]
+        g, plen = _rule_placement(
+            free, prices, eff, work[j], kstar[j], act[j], min_gpus[j], overhead, rule, tc, ws, out_path, out_alloc
+        )
+        if g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE:
             return j
     if n <= SELECT_BEFORE_SORT:
         return -1
@@ -710,8 +725,11 @@ def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_a
     for m in range(n):
         if tried[idx[m]]:
             continue  # the picks above are exactly the first entries of this order
-        j = c.pend[e, idx[m]]
-        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+        j = pend[idx[m]]
+        g, plen = _rule_placement(
+            free, prices, eff, work[j], kstar[j], act[j], min_gpus[j], overhead, rule, tc, ws, out_path, out_alloc
+        )
+        if g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE:
             return j
     return -1
 
@@ -722,7 +740,7 @@ def decide(c, e, order, rule, window, feats, eff, out_path, out_alloc):
     (all when window <= 0) in ``order`` (``order_candidates`` on ``candidate_features``) and
     start the first one ``rule`` can place (backfilling). Returns the started job index or -1.
     ``feats`` is work space (at least the queue's length in rows)."""
-    tc, ws = scratch(c, e)
+    tc, ws = scratch(c.kstar_max[e], c.free.shape[1])
     keys = np.empty(feats.shape[0])
     tried = np.empty(feats.shape[0], dtype=np.bool_)
     return _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_alloc)
@@ -740,7 +758,7 @@ def run_fixed_policy(c, e, order, rule, window):
     eff = np.empty((k, k))
     out_path = np.empty(k, dtype=np.int64)
     out_alloc = np.empty(k, dtype=np.int64)
-    tc, ws = scratch(c, e)
+    tc, ws = scratch(c.kstar_max[e], c.free.shape[1])
     while not done(c, e):
         if _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_alloc) < 0:
             if not advance(c, e):

@@ -31,14 +31,14 @@ def reference_run(c, e, order, rule, window):
     feats = np.empty((c.submit.shape[1], sim.NUM_CAND_FEATURES), dtype=np.float32)
     eff = np.empty((k, k))
     path, alloc = np.empty(k, np.int64), np.empty(k, np.int64)
-    tc, ws = sim.scratch(c, e)
+    tc, ws = sim.scratch(c.kstar_max[e], k)
     while not sim.done(c, e):
         n = c.n_pend[e] if window <= 0 else min(window, c.n_pend[e])
         placed = False
         if n:
             sim.candidate_features(c, e, n, feats)
             alpha32 = np.float32(alpha_nb(c.resv[e], c.bw[e]))
-            sim.residual_bandwidth(c, e, eff)
+            sim.residual_bandwidth(c.bw[e], c.resv[e], eff)
             idx = sim.order_candidates(order, feats, n, alpha32)
             for m in range(n):
                 j = c.pend[e, idx[m]]
