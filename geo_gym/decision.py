@@ -30,7 +30,7 @@ from geo_gym.sim import (
     CAND_LOG_IDEAL,
     NUM_CAND_FEATURES,
     advance,
-    candidate_features,
+    candidate_features_rows,
     done,
     fill_tc,
     next_event_time,
@@ -133,7 +133,7 @@ def _compute_options(c, o, e):
         for r in range(NUM_RULES):
             g_e[s, r] = 0
             plen_e[s, r] = 0
-    candidate_features(c, e, n, o.feats[e])
+    candidate_features_rows(c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e], n, o.feats[e])
     for s in range(n, w):
         o.feats[e, s] = 0.0
     free, prices = c.free[e], c.price[e]

@@ -336,19 +336,21 @@ def done(c, e):
 
 
 @_jit
-def _release(c, e, j):
-    for r in range(c.free.shape[1]):
-        c.free[e, r] += c.alloc[e, j, r]
-    for i in range(c.plen[e, j] - 1):
-        u = c.path[e, j, i]
-        v = c.path[e, j, i + 1]
-        c.resv[e, u, v] = max(0.0, c.resv[e, u, v] - c.bj[e, j])
-        c.resv[e, v, u] = max(0.0, c.resv[e, v, u] - c.bj[e, j])
+def _release(free, resv, alloc, path, plen, bj):
+    """Give back a job's GPUs (``alloc``) and its b_j on every link of its path (one env's
+    rows and the job's placement)."""
+    for r in range(free.shape[0]):
+        free[r] += alloc[r]
+    for i in range(plen - 1):
+        u = path[i]
+        v = path[i + 1]
+        resv[u, v] = max(0.0, resv[u, v] - bj)
+        resv[v, u] = max(0.0, resv[v, u] - bj)
 
 
 @_jit
 def _complete(c, e, j):
-    _release(c, e, j)
+    _release(c.free[e], c.resv[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.bj[e, j])
     c.status[e, j] = DONE
     c.cost[e, j] += c.rate[e, j] * (c.end[e, j] - c.att_start[e, j])
     c.n_done[e] += 1
@@ -369,7 +371,7 @@ def _fail(c, e, j):
     c.cost[e, j] += c.rate[e, j] * (t - c.att_start[e, j])  # the lost work's electricity too
     r = c.path[e, j, 0]
     broken = min(c.gpus_per_failure[e], c.alloc[e, j, r])
-    _release(c, e, j)
+    _release(c.free[e], c.resv[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.bj[e, j])
     a = c.attempt[e, j] - 1
     if broken > 0:
         if c.n_rep[e] == c.rep_t.shape[1]:
@@ -609,16 +611,21 @@ def _job_features(pred_iters, done_iters, t1, tk, b_ref, j, e1_max, b_max):
 
 
 @_jit
+def candidate_features_rows(pend, pred_iters, done_iters, t1, tk, b_ref, n, out):
+    """``candidate_features`` on one env's rows (what the option computation calls)."""
+    e1_max, b_max = _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n)
+    for i in range(n):
+        out[i, CAND_I], out[i, CAND_D], out[i, CAND_LOG_IDEAL] = _job_features(
+            pred_iters, done_iters, t1, tk, b_ref, pend[i], e1_max, b_max
+        )
+
+
+@_jit
 def candidate_features(c, e, n, out):
     """Features of the first n pending jobs, as float32 (exactly what the observation holds):
     I_j (Eq. 9) and D_j (Eq. 10) normalised over these candidates, log1p(predicted E_j(K*) h),
     all on *predicted remaining* work (``remaining_pred``), never the truth."""
-    pend, pred, done_it, t1, tk, b_ref = c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e]
-    e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
-    for i in range(n):
-        out[i, CAND_I], out[i, CAND_D], out[i, CAND_LOG_IDEAL] = _job_features(
-            pred, done_it, t1, tk, b_ref, pend[i], e1_max, b_max
-        )
+    candidate_features_rows(c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e], n, out)
 
 
 @_jit
