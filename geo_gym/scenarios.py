@@ -12,6 +12,11 @@
 
 Knobs: ``bandwidth_scale`` (Fig. 5), ``capacity_scale`` (Fig. 6), ``num_jobs`` (Fig. 7), and
 for ``random`` also ``num_regions`` and ``mean_interarrival`` (seconds).
+
+``paper-default``, ``random`` and ``recurring`` hold their jobs as a ``workload.JobTable``
+(columns of catalog jobs, the ``JobSpec`` tuple built on first access), so that an env reset
+draws and loads a workload without one Python object per job; the draws are the same as a
+job-by-job loop's (``tests/test_loading.py``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ adapter that stable-baselines3 (PPO, sb3-contrib MaskablePPO) accepts as its ``V
 Sub-env i behaves exactly like ``GeoPipeEnv`` reset with seed ``seed + i``: same workload
 draws, same decisions, same rewards (tested). The batch shares one ``sim.Core`` whose arrays
 have a leading env axis, and ``decision.step_batch`` loops over the envs in numba, so a step
-costs no Python per env; only episode ends (new workload) go back to Python.
+costs no Python per env; only episode ends (new workload) go back to Python. With
+``parallel=True`` the loop runs on numba's threads (``decision.step_batch_parallel``).
 
 Autoreset is ``SAME_STEP``: a finished sub-env is reset inside the step that ended it; that
 step returns the new episode's first observation, with ``info["final_obs"]`` /
