@@ -80,10 +80,7 @@ def allocate_options(num_envs: int, num_regions: int, window: int) -> Options:
     )
 
 
-# Performance note. Numba passes the Core (a tuple of ~80 arrays) to a function by counting a
-# reference to every array on the way in and out, which costs ~0.5 us per call of any function
-# with branches (inlining does not avoid it). Helpers called in loops therefore take the
-# env's array rows, never the Core or the Options tuples.
+# Helpers called per slot take the env's rows of the core and option arrays.
 
 
 @_jit
@@ -326,7 +323,7 @@ def encode(c, o, e, out):
 @_jit
 def begin(c, o, e, obs, mask):
     """Bring freshly loaded env e to its first decision; write its observation and mask.
-    (One compiled call: passing the Core into numba costs about as much as a step.)"""
+    (One compiled call per reset.)"""
     refresh(c, o, e)
     encode(c, o, e, obs)
     action_mask(o, e, mask)

@@ -2,7 +2,7 @@
 
 One core drives everything: the Gymnasium env (one simulation), the native vector env (N
 simulations in one compiled call) and the fast whole-workload path ``geo_gym.simulate``. Its
-state is a ``Core`` namedtuple of numpy arrays with a leading env axis ``e``; numba-compiled
+state is a ``Core`` of numpy arrays with a leading env axis ``e``; numba-compiled
 functions read and update it in place, so stepping N simulations is one compiled loop.
 
 Event semantics (paper III-A): a job arrives at ``submit``, waits in the queue, is placed
@@ -30,10 +30,10 @@ Job indices are the workload's jobs sorted by submit time (stable), see ``loadin
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 import numba
 import numpy as np
+from numba import types
+from numba.experimental import structref
 
 from geo_gym import costmodel
 from geo_gym.costmodel import alpha_nb, min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
@@ -137,7 +137,43 @@ _DYNAMIC = {
     "store_vals": ("S", np.float64),
     "n_store": ("", np.int64),
 }
-Core = namedtuple("Core", list(_STATIC) + list(_DYNAMIC))
+FIELDS = tuple(_STATIC) + tuple(_DYNAMIC)
+
+
+@structref.register
+class CoreType(types.StructRef):
+    """Numba's type of the Core: a reference to one struct of array fields."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+class Core(structref.StructRefProxy):
+    """The simulator state: one array per field of ``_STATIC``/``_DYNAMIC``, leading axis = env.
+
+    Compiled code receives it as a numba StructRef, i.e. one pointer. (A namedtuple of the
+    ~80 arrays cost ~0.8 us per call of any compiled function with branches, because numba
+    counts a reference to every array of a tuple argument; that was most of a step.) Python
+    reads and writes the very same numpy arrays as attributes, ``core.free[e]`` etc."""
+
+    __slots__ = ("_arrays",)
+    _fields = FIELDS
+
+    def __getattr__(self, name):
+        try:
+            return self._arrays[name]
+        except KeyError:
+            raise AttributeError(f"Core has no field {name!r}") from None
+
+
+structref.define_constructor(Core, CoreType, FIELDS)
+structref.define_boxing(CoreType, Core)
+
+
+def _core(arrays: dict[str, np.ndarray]) -> Core:
+    core = Core(*(arrays[name] for name in FIELDS))
+    core._arrays = arrays
+    return core
 
 
 def allocate(
@@ -150,7 +186,7 @@ def allocate(
     for name, (suffix, dtype) in {**_STATIC, **_DYNAMIC}.items():
         shape = (num_envs,) + tuple(sizes[x] for x in suffix)
         arrays[name] = np.zeros(shape, dtype=dtype)
-    return Core(**arrays)
+    return _core(arrays)
 
 
 def _sizes(core: Core) -> dict[str, int]:
@@ -171,7 +207,7 @@ def ensure(core: Core, max_jobs: int = 0, attempts: int = 0, store: int = 0, dim
         return core
     n, k = core.cap.shape
     new = allocate(n, k, new_sizes["J"], new_sizes["A"], new_sizes["S"], new_sizes["D"])
-    for name in Core._fields:
+    for name in FIELDS:
         src, dst = getattr(core, name), getattr(new, name)
         dst[(slice(None),) + tuple(slice(0, s) for s in src.shape[1:])] = src
     return new
@@ -305,7 +341,7 @@ def _arrivals(c, e):
     n = c.n_jobs[e]
     while c.next_arr[e] < n and c.submit[e, c.next_arr[e]] <= c.t[e]:
         j = c.next_arr[e]
-        if c.pred_mode[e] == PRED_RETRIEVAL:  # a call with the Core costs, even one that returns
+        if c.pred_mode[e] == PRED_RETRIEVAL:
             _predict_on_submit(c, e, j)
         c.status[e, j] = PENDING
         c.pend[e, c.n_pend[e]] = j  # arrivals come in index order: append
@@ -486,7 +522,7 @@ def job_placement(free, prices, eff, kstar, act, min_gpus, rule, tc, ws, out_pat
     """Apply placement rule ``rule`` to a pending job (K*, activation, min_gpus) on the free
     GPUs; (0, 0) if the rule finds nothing or fewer than min_gpus. ``tc`` holds the job's
     t_comp table (``fill_tc``), ``eff`` the residual bandwidth (``residual_bandwidth``).
-    Takes arrays, not the Core: passing the whole state tuple into a hot inner call costs."""
+    Takes one env's arrays, so that the fast path and the env share it."""
     g, n = apply_rule(rule, free, prices, eff, kstar, act, tc, out_path, out_alloc, ws)
     if g < min_gpus:
         return 0, 0
@@ -581,9 +617,7 @@ CAND_I, CAND_D, CAND_LOG_IDEAL = 0, 1, 2  # columns of candidate_features
 NUM_CAND_FEATURES = 3
 
 
-# Helpers called per candidate take the env's array rows, not the Core: numba counts a
-# reference to each of the Core's ~80 arrays on every call of a function with branches
-# (about 0.5 us), far more than the work of these helpers.
+# Helpers called per candidate are pure functions of the env's array rows.
 
 
 @_jit
