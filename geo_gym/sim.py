@@ -156,14 +156,7 @@ class Core(structref.StructRefProxy):
     counts a reference to every array of a tuple argument; that was most of a step.) Python
     reads and writes the very same numpy arrays as attributes, ``core.free[e]`` etc."""
 
-    __slots__ = ("_arrays",)
     _fields = FIELDS
-
-    def __getattr__(self, name):
-        try:
-            return self._arrays[name]
-        except KeyError:
-            raise AttributeError(f"Core has no field {name!r}") from None
 
 
 structref.define_constructor(Core, CoreType, FIELDS)
@@ -172,7 +165,7 @@ structref.define_boxing(CoreType, Core)
 
 def _core(arrays: dict[str, np.ndarray]) -> Core:
     core = Core(*(arrays[name] for name in FIELDS))
-    core._arrays = arrays
+    core.__dict__.update(arrays)  # plain attributes: Python reads them as fast as a tuple's
     return core
 
 
@@ -327,11 +320,12 @@ def _predict_on_submit(c, e, j):
 def _enqueue(c, e, j):
     """Put j in the queue at its submit-order position (re-queued jobs keep their place)."""
     n = c.n_pend[e]
+    pend = c.pend[e]
     i = n
-    while i > 0 and c.pend[e, i - 1] > j:
-        c.pend[e, i] = c.pend[e, i - 1]
+    while i > 0 and pend[i - 1] > j:
+        pend[i] = pend[i - 1]
         i -= 1
-    c.pend[e, i] = j
+    pend[i] = j
     c.n_pend[e] = n + 1
     c.status[e, j] = PENDING
 
@@ -356,13 +350,17 @@ def next_event_time(c, e):
     t_next = np.inf
     if c.next_arr[e] < c.n_jobs[e]:
         t_next = c.submit[e, c.next_arr[e]]
+    # Loops read row views: a field of the Core is re-read after every store otherwise.
+    run, end, t_fail = c.run[e], c.end[e], c.t_fail[e]
     for i in range(c.n_run[e]):
-        j = c.run[e, i]
-        t_next = min(t_next, c.end[e, j], c.t_fail[e, j])
+        j = run[i]
+        t_next = min(t_next, end[j], t_fail[j])
+    rep_t = c.rep_t[e]
     for i in range(c.n_rep[e]):
-        t_next = min(t_next, c.rep_t[e, i])
+        t_next = min(t_next, rep_t[i])
+    dly, ready = c.dly[e], c.ready[e]
     for i in range(c.n_dly[e]):
-        t_next = min(t_next, c.ready[e, c.dly[e, i]])
+        t_next = min(t_next, ready[dly[i]])
     return t_next
 
 
@@ -444,23 +442,28 @@ def advance(c, e):
         return False
     dt = t_next - c.t[e]
     c.area[e] += (c.n_pend[e] + c.n_run[e] + c.n_dly[e]) * dt
-    for i in range(c.n_run[e]):
-        c.spent[e] += c.rate[e, c.run[e, i]] * dt
+    run, rate, end, t_fail = c.run[e], c.rate[e], c.end[e], c.t_fail[e]
+    n_run = c.n_run[e]
+    spent = c.spent[e]
+    for i in range(n_run):
+        spent += rate[run[i]] * dt
+    c.spent[e] = spent
     c.t[e] = t_next
     i = 0
-    while i < c.n_run[e]:
-        j = c.run[e, i]
-        finished = c.end[e, j] <= t_next and c.end[e, j] <= c.t_fail[e, j]
-        failed = not finished and c.t_fail[e, j] <= t_next
+    while i < n_run:
+        j = run[i]
+        finished = end[j] <= t_next and end[j] <= t_fail[j]
+        failed = not finished and t_fail[j] <= t_next
         if finished or failed:
             if finished:
                 _complete(c, e, j)
             else:
                 _fail(c, e, j)
-            c.n_run[e] -= 1
-            c.run[e, i] = c.run[e, c.n_run[e]]  # order of the running set is irrelevant
+            n_run -= 1
+            run[i] = run[n_run]  # order of the running set is irrelevant
         else:
             i += 1
+    c.n_run[e] = n_run
     i = 0
     while i < c.n_rep[e]:
         if c.rep_t[e, i] <= t_next:
@@ -581,11 +584,12 @@ def place(c, e, j, path, plen, alloc):
     c.n_run[e] += 1
     # leave the queue, keeping submit order
     n = c.n_pend[e]
+    pend = c.pend[e]
     i = 0
-    while c.pend[e, i] != j:
+    while pend[i] != j:
         i += 1
     for m in range(i, n - 1):
-        c.pend[e, m] = c.pend[e, m + 1]
+        pend[m] = pend[m + 1]
     c.n_pend[e] = n - 1
     return FEASIBLE
 
