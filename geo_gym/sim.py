@@ -151,9 +151,9 @@ class CoreType(types.StructRef):
 class Core(structref.StructRefProxy):
     """The simulator state: one array per field of ``_STATIC``/``_DYNAMIC``, leading axis = env.
 
-    Compiled code receives it as a numba StructRef, i.e. one pointer. (A namedtuple of the
-    ~80 arrays cost ~0.8 us per call of any compiled function with branches, because numba
-    counts a reference to every array of a tuple argument; that was most of a step.) Python
+    Compiled code receives it as a numba StructRef, i.e. one pointer. (With a namedtuple of
+    the ~80 arrays, numba counted a reference to every array on each call of a compiled
+    function with branches; that was most of a step.) Python
     reads and writes the very same numpy arrays as attributes, ``core.free[e]`` etc."""
 
     _fields = FIELDS
