@@ -158,6 +158,11 @@ class Core(structref.StructRefProxy):
 
     _fields = FIELDS
 
+    def __reduce__(self):
+        # pickle and copy.deepcopy rebuild the struct around (copies of) the arrays; numba's
+        # struct itself cannot be pickled.
+        return _core, ({name: self.__dict__[name] for name in FIELDS},)
+
 
 structref.define_constructor(Core, CoreType, FIELDS)
 structref.define_boxing(CoreType, Core)
