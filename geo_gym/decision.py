@@ -21,7 +21,6 @@ from geo_gym.placement import (
     RULE_PATHFINDER,
     RULE_PATHFINDER_HALF,
     RULE_PATHFINDER_QUARTER,
-    apply_rule,
     rule_target,
 )
 from geo_gym.sim import (
@@ -30,9 +29,10 @@ from geo_gym.sim import (
     CAND_LOG_IDEAL,
     NUM_CAND_FEATURES,
     advance,
-    candidate_features_rows,
+    candidate_features,
     done,
     fill_tc,
+    job_placement,
     next_event_time,
     place,
     remaining_pred,
@@ -130,7 +130,7 @@ def _compute_options(c, o, e):
         for r in range(NUM_RULES):
             g_e[s, r] = 0
             plen_e[s, r] = 0
-    candidate_features_rows(c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e], n, o.feats[e])
+    candidate_features(c, e, n, o.feats[e])
     for s in range(n, w):
         o.feats[e, s] = 0.0
     free, prices = c.free[e], c.price[e]
@@ -166,9 +166,7 @@ def _compute_options(c, o, e):
                     any_valid = any_valid or g_e[s, r] > 0
                     continue
             path, alloc = path_e[s, r], alloc_e[s, r]
-            g, plen = apply_rule(r, free, prices, eff, kstar, act, tc, path, alloc, ws)
-            if g < min_gpus:
-                g, plen = 0, 0
+            g, plen = job_placement(free, prices, eff, kstar, act, min_gpus, r, tc, ws, path, alloc)
             g_e[s, r] = g
             plen_e[s, r] = plen
             titer_e[s, r] = 0.0

@@ -21,7 +21,7 @@ from geo_gym.uncertainty.failures import repair_hours
 from geo_gym.uncertainty.metadata import JobMetadata
 from geo_gym.uncertainty.predictors import RetrievalPredictor, store_append
 from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
-from geo_gym.workload import JobTable, profile, profile_columns
+from geo_gym.workload import JobTable, profile, profile_columns, spec_columns
 
 
 def draw_workload_seed(rng: np.random.Generator) -> int:
@@ -48,11 +48,12 @@ def start_episode(
     for _ in range(1 if warmup_scenario is not None else warmup_workloads):
         seed = draw_workload_seed(rng)  # drawn either way: the episode's numbers stay put
         past = make(seed) if warmup_scenario is None else warmup_scenario
-        fates = _fates(past.jobs, unc, rng)
+        spec = spec_columns(past.jobs)
+        fates = _fates(spec["fate_fraction"], unc, rng)
         if retrieval:  # the retrieval store is the only reader of the warm-up history
             cl = past.cluster
             full = profile_columns(past.jobs, cl.gpu, past.stage_overhead, cl.intra_region_gbps)["iterations"]
-            history.extend(zip(past.jobs, _executed(past.jobs, full * fates).tolist(), strict=True))
+            history.extend(zip(past.jobs, _executed(spec["whole"], full * fates).tolist(), strict=True))
     k = scen.cluster.num_regions
     if core.cap.shape[1] != k and core.cap.shape[0] == 1:
         # A one-simulation core (geo_gym.simulate) follows the workload's region count,
@@ -87,7 +88,7 @@ def _predictor(unc: UncertaintyConfig):
     return unc.make_predictor()
 
 
-def _uses_draws(unc: UncertaintyConfig, jobs) -> bool:
+def _uses_draws(unc: UncertaintyConfig, planted: np.ndarray) -> bool:
     """Whether any random component of the episode reads ``draw_episode``'s numbers. When
     none does (the perfect world), loading skips spawning their generators; the results are
     the same, and the workload stream, drawn from the parent generator, is untouched."""
@@ -96,17 +97,14 @@ def _uses_draws(unc: UncertaintyConfig, jobs) -> bool:
         or unc.failure_rate_per_gpu_hour > 0
         or 0.0 < unc.tracker_detect_prob < 1.0
         or unc.tracker_sigma() > 0
-        or (not isinstance(jobs, JobTable) and any(job.failure_gpu_hours is not None for job in jobs))
+        or bool(planted.any())
     )
 
 
-def _executed(jobs, ran: np.ndarray) -> np.ndarray:
+def _executed(whole: np.ndarray, ran: np.ndarray) -> np.ndarray:
     """Iterations a job runs given its fate's share ``ran`` of the configured ones: catalog
-    jobs run whole iterations (at least one); a job with an explicit (calibrated, possibly
-    fractional) iteration count runs exactly its share."""
-    whole = np.ones(len(jobs), dtype=bool) if isinstance(jobs, JobTable) else np.array(
-        [j.iterations is None for j in jobs], dtype=bool
-    )
+    jobs (``whole``) run whole iterations (at least one); a job with an explicit (calibrated,
+    possibly fractional) iteration count runs exactly its share."""
     return np.where(whole, np.maximum(1.0, np.round(ran)), ran)
 
 
@@ -151,25 +149,23 @@ def load(
     core.gpu_kw[e] = cl.gpu.power_kw
     core.overhead[e] = scenario.stage_overhead
     prof = profile_columns(jobs, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps)
-    if isinstance(jobs, JobTable):
-        min_gpus, submit = np.ones(n, dtype=np.int64), jobs.submit
-    else:
-        min_gpus = np.array([j.min_gpus for j in jobs], dtype=np.int64)
-        submit = np.array([j.submit for j in jobs], dtype=np.float64)
+    spec = spec_columns(jobs)
+    min_gpus = spec["min_gpus"]
     if n and min_gpus.max() > cl.capacities.sum():
         bad = jobs[int(min_gpus.argmax())]
         raise ValueError(
             f"job {bad.name!r}: min_gpus={bad.min_gpus} exceeds the cluster's "
             f"{int(cl.capacities.sum())} GPUs"
         )
-    draws = draw_episode(rng, n, sizes["A"]) if _uses_draws(unc, jobs) else neutral_draws(n, sizes["A"])
+    planted = spec["planted"]
+    draws = draw_episode(rng, n, sizes["A"]) if _uses_draws(unc, planted) else neutral_draws(n, sizes["A"])
     full = prof["iterations"]
-    iters = _executed(jobs, full * _fates(jobs, unc, rng))
+    iters = _executed(spec["whole"], full * _fates(spec["fate_fraction"], unc, rng))
     pred_iters = _load_uncertainty(core, e, jobs, unc, draws, history, iters, full)
-    fail_e = _plant_failures(core, e, jobs, draws.fail_e)
+    fail_e = _plant_failures(core, e, jobs, planted, draws.fail_e)
     sigma = unc.tracker_sigma()
     sim.load_jobs(
-        core, e, submit, prof["work"], prof["mb"], full, iters, prof["act"],
+        core, e, spec["submit"], prof["work"], prof["mb"], full, iters, prof["act"],
         prof["k_target"],  # what the rules aim at: K*, or the request when smaller
         prof["b_ref"], prof["t1"], prof["tk"], min_gpus, pred_iters, fail_e,
         repair_hours(draws.repair_z, unc.repair_median_hours, unc.repair_sigma), draws.handler_u,
@@ -179,18 +175,15 @@ def load(
     return jobs
 
 
-def _fates(jobs, unc: UncertaintyConfig, rng: np.random.Generator) -> np.ndarray:
-    """Fraction of its configured work each job runs: a JobSpec's own ``fate_fraction`` (trace
-    jobs, recurring scenarios) or, with probability ``early_end_rate``, Beta(0.7, 2) (early
-    ends are skewed to small fractions, uncertainty/workload.py)."""
-    n = len(jobs)
+def _fates(given: np.ndarray, unc: UncertaintyConfig, rng: np.random.Generator) -> np.ndarray:
+    """Fraction of its configured work each job runs: the job's own ``fate_fraction``
+    (``given``, NaN where none; trace jobs, recurring scenarios) or, with probability
+    ``early_end_rate``, Beta(0.7, 2) (early ends are skewed to small fractions,
+    uncertainty/workload.py). Draws for every job either way, so the stream stays put."""
+    n = len(given)
     u = rng.random(n)
     frac = rng.beta(*FATE_FRACTION_BETA, size=n)
     out = np.where(u < unc.early_end_rate, np.clip(frac, 0.01, 1.0), 1.0)
-    if isinstance(jobs, JobTable):
-        given = jobs.fate_fraction
-    else:
-        given = np.array([np.nan if j.fate_fraction is None else j.fate_fraction for j in jobs], dtype=float)
     return np.where(np.isnan(given), out, given)
 
 
@@ -238,17 +231,14 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history, ite
 
 
 # --------------------------------------------------------------- trace-driven failures (traces/)
-def _plant_failures(core, e, jobs, fail_e: np.ndarray) -> np.ndarray:
+def _plant_failures(core, e, jobs, planted: np.ndarray, fail_e: np.ndarray) -> np.ndarray:
     """``fail_e`` (the drawn unit exponentials, (n, attempts)) with ``JobSpec.failure_gpu_hours``
     (trace-driven infrastructure failures) written over them. The core fails attempt a of job
     j after ``fail_e[j, a] / (rate x g)`` hours on g GPUs (``sim.place``), so a failure X
     GPU-hours into an attempt is ``fail_e = X x rate``; the job's later attempts never fail.
     When the random process is off (rate 0) a nominal rate of 1 switches the core's failure
     check on, and every other job gets no failure."""
-    if isinstance(jobs, JobTable):
-        return fail_e  # catalog jobs carry no trace failures
-    planted = [(i, job) for i, job in enumerate(jobs) if job.failure_gpu_hours is not None]
-    if not planted:
+    if not planted.any():
         return fail_e
     fail_e = fail_e.copy()
     a = fail_e.shape[1]
@@ -257,7 +247,8 @@ def _plant_failures(core, e, jobs, fail_e: np.ndarray) -> np.ndarray:
         rate = 1.0
         core.fail_rate[e] = rate
         fail_e[:] = np.inf
-    for i, job in planted:
+    for i in np.flatnonzero(planted):
+        job = jobs[i]
         hours = job.failure_gpu_hours
         if len(hours) > a:
             raise ValueError(

@@ -247,6 +247,18 @@ def reset(c, e):
 
 
 @_jit
+def _put(dst, src, empty):
+    """dst[:len(src)] = src, the rest of dst = empty (1-D, or 2-D with src's columns first)."""
+    if dst.ndim == 1:
+        for j in range(dst.shape[0]):
+            dst[j] = src[j] if j < src.shape[0] else empty
+    else:
+        for j in range(dst.shape[0]):
+            for a in range(dst.shape[1]):
+                dst[j, a] = src[j, a] if j < src.shape[0] and a < src.shape[1] else empty
+
+
+@_jit
 def load_jobs(
     c, e, submit, work, mb, full_iters, iters, act, kstar, b_ref, t1, tk, min_gpus,
     pred_iters, fail_e, repair_h, handler_u, track_known, track_zf, track_zs,
@@ -256,47 +268,25 @@ def load_jobs(
     One compiled call: ``loading.load`` computes the columns, this writes them."""
     n = submit.shape[0]
     c.n_jobs[e] = n
-    kmax = 1
-    for j in range(c.submit.shape[1]):
-        if j < n:
-            c.submit[e, j] = submit[j]
-            c.work[e, j] = work[j]
-            c.mb[e, j] = mb[j]
-            c.full_iters[e, j] = full_iters[j]
-            c.iters[e, j] = iters[j]
-            c.act[e, j] = act[j]
-            c.kstar[e, j] = kstar[j]
-            c.b_ref[e, j] = b_ref[j]
-            c.t1[e, j] = t1[j]
-            c.tk[e, j] = tk[j]
-            c.min_gpus[e, j] = min_gpus[j]
-            c.pred_iters[e, j] = pred_iters[j]
-            c.track_known[e, j] = track_known[j]
-            c.track_zf[e, j] = track_zf[j]
-            c.track_zs[e, j] = track_zs[j]
-            kmax = max(kmax, kstar[j])
-        else:
-            c.submit[e, j] = 0.0
-            c.work[e, j] = 0.0
-            c.mb[e, j] = 0
-            c.full_iters[e, j] = 0.0
-            c.iters[e, j] = 0.0
-            c.act[e, j] = 0.0
-            c.kstar[e, j] = 0
-            c.b_ref[e, j] = 0.0
-            c.t1[e, j] = 0.0
-            c.tk[e, j] = 0.0
-            c.min_gpus[e, j] = 1
-            c.pred_iters[e, j] = 0.0
-            c.track_known[e, j] = False
-            c.track_zf[e, j] = 1.0
-            c.track_zs[e, j] = 1.0
-        for a in range(c.fail_e.shape[2]):
-            inside = j < n and a < fail_e.shape[1]
-            c.fail_e[e, j, a] = fail_e[j, a] if inside else np.inf
-            c.repair_h[e, j, a] = repair_h[j, a] if inside else 0.0
-            c.handler_u[e, j, a] = handler_u[j, a] if inside else 1.0
-    c.kstar_max[e] = kmax
+    _put(c.submit[e], submit, 0.0)
+    _put(c.work[e], work, 0.0)
+    _put(c.mb[e], mb, 0)
+    _put(c.full_iters[e], full_iters, 0.0)
+    _put(c.iters[e], iters, 0.0)
+    _put(c.act[e], act, 0.0)
+    _put(c.kstar[e], kstar, 0)
+    _put(c.b_ref[e], b_ref, 0.0)
+    _put(c.t1[e], t1, 0.0)
+    _put(c.tk[e], tk, 0.0)
+    _put(c.min_gpus[e], min_gpus, 1)
+    _put(c.pred_iters[e], pred_iters, 0.0)
+    _put(c.track_known[e], track_known, False)
+    _put(c.track_zf[e], track_zf, 1.0)
+    _put(c.track_zs[e], track_zs, 1.0)
+    _put(c.fail_e[e], fail_e, np.inf)
+    _put(c.repair_h[e], repair_h, 0.0)
+    _put(c.handler_u[e], handler_u, 1.0)
+    c.kstar_max[e] = max(1, kstar.max()) if n else 1
     reset(c, e)
 
 
@@ -340,8 +330,7 @@ def _arrivals(c, e):
     n = c.n_jobs[e]
     while c.next_arr[e] < n and c.submit[e, c.next_arr[e]] <= c.t[e]:
         j = c.next_arr[e]
-        if c.pred_mode[e] == PRED_RETRIEVAL:
-            _predict_on_submit(c, e, j)
+        _predict_on_submit(c, e, j)
         c.status[e, j] = PENDING
         c.pend[e, c.n_pend[e]] = j  # arrivals come in index order: append
         c.n_pend[e] += 1
@@ -654,21 +643,16 @@ def _job_features(pred_iters, done_iters, t1, tk, b_ref, j, e1_max, b_max):
 
 
 @_jit
-def candidate_features_rows(pend, pred_iters, done_iters, t1, tk, b_ref, n, out):
-    """``candidate_features`` on one env's rows (what the option computation calls)."""
-    e1_max, b_max = _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n)
-    for i in range(n):
-        out[i, CAND_I], out[i, CAND_D], out[i, CAND_LOG_IDEAL] = _job_features(
-            pred_iters, done_iters, t1, tk, b_ref, pend[i], e1_max, b_max
-        )
-
-
-@_jit
 def candidate_features(c, e, n, out):
     """Features of the first n pending jobs, as float32 (exactly what the observation holds):
     I_j (Eq. 9) and D_j (Eq. 10) normalised over these candidates, log1p(predicted E_j(K*) h),
     all on *predicted remaining* work (``remaining_pred``), never the truth."""
-    candidate_features_rows(c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e], n, out)
+    pend, pred, done_it, t1, tk, b_ref = c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e]
+    e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
+    for i in range(n):
+        out[i, CAND_I], out[i, CAND_D], out[i, CAND_LOG_IDEAL] = _job_features(
+            pred, done_it, t1, tk, b_ref, pend[i], e1_max, b_max
+        )
 
 
 @_jit
@@ -720,11 +704,14 @@ def _before(x, y):
 
 
 @_jit
-def _rule_placement(free, prices, eff, work, kstar, act, min_gpus, overhead, rule, tc, ws, out_path, out_alloc):
-    """``job_placement`` for a job given by its (work, K*, A_j, min_gpus): (g, path length),
-    g = 0 when the rule finds nothing; the placement is left in out_path/out_alloc."""
-    fill_tc(work, kstar, overhead, tc)
-    return job_placement(free, prices, eff, kstar, act, min_gpus, rule, tc, ws, out_path, out_alloc)
+def _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+    """Place pending job j with ``rule`` if the rule finds a placement; True when started."""
+    fill_tc(c.work[e, j], c.kstar[e, j], c.overhead[e], tc)
+    g, plen = job_placement(
+        c.free[e], c.price[e], eff, c.kstar[e, j], c.act[e, j], c.min_gpus[e, j], rule, tc, ws,
+        out_path, out_alloc,
+    )
+    return g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE
 
 
 @_jit
@@ -743,16 +730,12 @@ def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_a
     if total_free <= 0:
         return -1
     residual_bandwidth(c.bw[e], c.resv[e], eff)
-    pend, free, prices, overhead = c.pend[e], c.free[e], c.price[e], c.overhead[e]
-    work, kstar, act, min_gpus = c.work[e], c.kstar[e], c.act[e], c.min_gpus[e]
+    pend = c.pend[e]
     if order == ORDER_FCFS:
+        # Placing j shifts the queue, but we return at once; a failed try changes nothing.
         for i in range(n):
             j = pend[i]
-            g, plen = _rule_placement(
-                free, prices, eff, work[j], kstar[j], act[j], min_gpus[j], overhead, rule, tc, ws, out_path, out_alloc
-            )
-            # Placing j shifts the queue, but we return at once; a failed try changes nothing.
-            if g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE:
+            if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
                 return j
         return -1
     _order_keys(c, e, n, order, np.float32(alpha_nb(c.resv[e], c.bw[e])), keys)
@@ -764,10 +747,7 @@ def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_a
                 best = i
         tried[best] = True
         j = pend[best]
-        g, plen = _rule_placement(
-            free, prices, eff, work[j], kstar[j], act[j], min_gpus[j], overhead, rule, tc, ws, out_path, out_alloc
-        )
-        if g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE:
+        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
             return j
     if n <= SELECT_BEFORE_SORT:
         return -1
@@ -776,10 +756,7 @@ def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_a
         if tried[idx[m]]:
             continue  # the picks above are exactly the first entries of this order
         j = pend[idx[m]]
-        g, plen = _rule_placement(
-            free, prices, eff, work[j], kstar[j], act[j], min_gpus[j], overhead, rule, tc, ws, out_path, out_alloc
-        )
-        if g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE:
+        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
             return j
     return -1
 

@@ -254,6 +254,25 @@ class JobTable(Sequence):
         return f"JobTable({len(self)} catalog jobs)"
 
 
+def spec_columns(jobs: Sequence[JobSpec]) -> dict[str, np.ndarray]:
+    """The per-job settings loading needs, as columns: submit, min_gpus, fate_fraction (NaN:
+    none given), whole (runs whole iterations: no explicit ``iterations``), planted (has
+    trace-driven ``failure_gpu_hours``). A ``JobTable`` answers without building JobSpecs."""
+    n = len(jobs)
+    if isinstance(jobs, JobTable):
+        return {
+            "submit": jobs.submit, "min_gpus": np.ones(n, dtype=np.int64), "fate_fraction": jobs.fate_fraction,
+            "whole": np.ones(n, dtype=bool), "planted": np.zeros(n, dtype=bool),
+        }
+    return {
+        "submit": np.array([j.submit for j in jobs], dtype=np.float64),
+        "min_gpus": np.array([j.min_gpus for j in jobs], dtype=np.int64),
+        "fate_fraction": np.array([np.nan if j.fate_fraction is None else j.fate_fraction for j in jobs], dtype=float),
+        "whole": np.array([j.iterations is None for j in jobs], dtype=bool),
+        "planted": np.array([j.failure_gpu_hours is not None for j in jobs], dtype=bool),
+    }
+
+
 @lru_cache(maxsize=64)
 def _catalog_table(gpu: GPUType, stage_overhead: float, intra_gbps: float) -> tuple[np.ndarray, ...]:
     """Per catalog model: (work, M_j, A_j, K*, t_iter(1), t_iter(K*), b_j(K*), batch size), and
