@@ -92,6 +92,10 @@ class Cluster:
         return _read_only(np.array([r.gpus for r in self.regions], dtype=np.int64))
 
     @cached_property
+    def total_gpus(self) -> int:
+        return int(self.capacities.sum())
+
+    @cached_property
     def prices(self) -> np.ndarray:
         return _read_only(np.array([r.price_per_kwh for r in self.regions], dtype=np.float64))
 

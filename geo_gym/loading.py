@@ -9,14 +9,16 @@ start episodes here, so the same seed gives the same episode everywhere.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from geo_gym import sim
 from geo_gym.scenarios import Scenario
 from geo_gym.sim import FALLBACK_STORE_MEAN, FALLBACK_USER, PRED_RETRIEVAL, PRED_STATIC, Core
 from geo_gym.uncertainty import UncertaintyConfig, draw_episode
-from geo_gym.uncertainty.draws import neutral_draws
+from geo_gym.uncertainty.draws import EpisodeDraws, neutral_draws
 from geo_gym.uncertainty.failures import repair_hours
 from geo_gym.uncertainty.metadata import JobMetadata
 from geo_gym.uncertainty.predictors import RetrievalPredictor, store_append
@@ -49,11 +51,11 @@ def start_episode(
         seed = draw_workload_seed(rng)  # drawn either way: the episode's numbers stay put
         past = make(seed) if warmup_scenario is None else warmup_scenario
         spec = spec_columns(past.jobs)
-        fates = _fates(spec["fate_fraction"], unc, rng)
+        cl = past.cluster
+        full = profile_columns(past.jobs, cl.gpu, past.stage_overhead, cl.intra_region_gbps)["iterations"]
+        ran = _executed_iterations(rng, spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
         if retrieval:  # the retrieval store is the only reader of the warm-up history
-            cl = past.cluster
-            full = profile_columns(past.jobs, cl.gpu, past.stage_overhead, cl.intra_region_gbps)["iterations"]
-            history.extend(zip(past.jobs, _executed(spec["whole"], full * fates).tolist(), strict=True))
+            history.extend(zip(past.jobs, ran.tolist(), strict=True))
     k = scen.cluster.num_regions
     if core.cap.shape[1] != k and core.cap.shape[0] == 1:
         # A one-simulation core (geo_gym.simulate) follows the workload's region count,
@@ -101,13 +103,6 @@ def _uses_draws(unc: UncertaintyConfig, planted: np.ndarray) -> bool:
     )
 
 
-def _executed(whole: np.ndarray, ran: np.ndarray) -> np.ndarray:
-    """Iterations a job runs given its fate's share ``ran`` of the configured ones: catalog
-    jobs (``whole``) run whole iterations (at least one); a job with an explicit (calibrated,
-    possibly fractional) iteration count runs exactly its share."""
-    return np.where(whole, np.maximum(1.0, np.round(ran)), ran)
-
-
 def required_sizes(scenario: Scenario, unc: UncertaintyConfig) -> dict:
     """The core sizes ``load`` needs for this scenario and uncertainty configuration."""
     sizes = {"max_jobs": len(scenario.jobs), "attempts": unc.max_attempts}
@@ -151,43 +146,89 @@ def load(
     prof = profile_columns(jobs, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps)
     spec = spec_columns(jobs)
     min_gpus = spec["min_gpus"]
-    if n and min_gpus.max() > cl.capacities.sum():
+    if n and min_gpus.max() > cl.total_gpus:
         bad = jobs[int(min_gpus.argmax())]
-        raise ValueError(
-            f"job {bad.name!r}: min_gpus={bad.min_gpus} exceeds the cluster's "
-            f"{int(cl.capacities.sum())} GPUs"
-        )
+        raise ValueError(f"job {bad.name!r}: min_gpus={bad.min_gpus} exceeds the cluster's {cl.total_gpus} GPUs")
     planted = spec["planted"]
-    draws = draw_episode(rng, n, sizes["A"]) if _uses_draws(unc, planted) else neutral_draws(n, sizes["A"])
+    if _uses_draws(unc, planted):
+        drawn = _drawn_columns(draw_episode(rng, n, sizes["A"]), unc)
+    else:
+        drawn = _neutral_columns(n, sizes["A"], unc)
     full = prof["iterations"]
-    iters = _executed(spec["whole"], full * _fates(spec["fate_fraction"], unc, rng))
-    pred_iters = _load_uncertainty(core, e, jobs, unc, draws, history, iters, full)
-    fail_e = _plant_failures(core, e, jobs, planted, draws.fail_e)
-    sigma = unc.tracker_sigma()
+    iters = _executed_iterations(rng, spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
+    pred_iters = _load_uncertainty(core, e, jobs, unc, drawn.pred_z, history, iters, full)
+    fail_e = _plant_failures(core, e, jobs, planted, drawn.fail_e)
     sim.load_jobs(
         core, e, spec["submit"], prof["work"], prof["mb"], full, iters, prof["act"],
         prof["k_target"],  # what the rules aim at: K*, or the request when smaller
-        prof["b_ref"], prof["t1"], prof["tk"], min_gpus, pred_iters, fail_e,
-        repair_hours(draws.repair_z, unc.repair_median_hours, unc.repair_sigma), draws.handler_u,
-        draws.tracker_u < unc.tracker_detect_prob,
-        np.exp(sigma * draws.tracker_z[:, 0]), np.exp(sigma * draws.tracker_z[:, 1]),
+        prof["b_ref"], prof["t1"], prof["tk"], spec["min_gpus"], pred_iters, fail_e,
+        drawn.repair_h, drawn.handler_u, drawn.track_known, drawn.track_zf, drawn.track_zs,
     )
     return jobs
 
 
-def _fates(given: np.ndarray, unc: UncertaintyConfig, rng: np.random.Generator) -> np.ndarray:
-    """Fraction of its configured work each job runs: the job's own ``fate_fraction``
-    (``given``, NaN where none; trace jobs, recurring scenarios) or, with probability
-    ``early_end_rate``, Beta(0.7, 2) (early ends are skewed to small fractions,
-    uncertainty/workload.py). Draws for every job either way, so the stream stays put."""
-    n = len(given)
-    u = rng.random(n)
-    frac = rng.beta(*FATE_FRACTION_BETA, size=n)
-    out = np.where(u < unc.early_end_rate, np.clip(frac, 0.01, 1.0), 1.0)
-    return np.where(np.isnan(given), out, given)
+class _DrawnColumns(NamedTuple):
+    """An episode's uncertainty draws as the core's per-job columns."""
+
+    pred_z: np.ndarray  # (n,) the noisy predictor's standard normals
+    fail_e: np.ndarray  # (n, attempts) unit exponentials to each attempt's failure
+    repair_h: np.ndarray  # (n, attempts) repair hours after each failure
+    handler_u: np.ndarray  # (n, attempts) the failure handler's uniforms
+    track_known: np.ndarray  # (n,) the Metric Tracker sees this job's progress
+    track_zf: np.ndarray  # (n,) the tracker's multiplicative error on the done fraction
+    track_zs: np.ndarray  # (n,) ... and on the step time
 
 
-def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history, iters, full) -> np.ndarray:
+def _drawn_columns(draws: EpisodeDraws, unc: UncertaintyConfig) -> _DrawnColumns:
+    sigma = unc.tracker_sigma()
+    return _DrawnColumns(
+        draws.pred_z,
+        draws.fail_e,
+        repair_hours(draws.repair_z, unc.repair_median_hours, unc.repair_sigma),
+        draws.handler_u,
+        draws.tracker_u < unc.tracker_detect_prob,
+        np.exp(sigma * draws.tracker_z[:, 0]),
+        np.exp(sigma * draws.tracker_z[:, 1]),
+    )
+
+
+@lru_cache(maxsize=256)
+def _neutral_columns(n: int, attempts: int, unc: UncertaintyConfig) -> _DrawnColumns:
+    """``_drawn_columns`` of the neutral draws: constants of the configuration, built once
+    (read-only)."""
+    out = _drawn_columns(neutral_draws(n, attempts), unc)
+    for a in out:
+        a.setflags(write=False)
+    return out
+
+
+def _executed_iterations(rng, given, whole, full, early_end_rate):
+    """Iterations each job runs: its configured ones ``full`` times its fate, the share of its
+    work it runs. The fate is the job's own ``fate_fraction`` (``given``, NaN where none:
+    trace jobs, recurring scenarios) or, with probability ``early_end_rate``, Beta(0.7, 2)
+    (early ends are skewed to small fractions, uncertainty/workload.py). Draws for every job
+    either way, so the stream stays put."""
+    n = given.shape[0]
+    return _apply_fates(rng.random(n), rng.beta(*FATE_FRACTION_BETA, size=n), given, whole, full, early_end_rate)
+
+
+@numba.njit(cache=True)
+def _apply_fates(u, frac, given, whole, full, early_end_rate):
+    """``_executed_iterations`` from its draws (compiled: a dozen numpy calls cost more than
+    an episode's scheduling). Catalog jobs (``whole``) run whole iterations, at least one; a
+    job with an explicit (calibrated, possibly fractional) iteration count runs exactly its
+    share."""
+    out = np.empty(given.shape[0])
+    for i in range(given.shape[0]):
+        fate = min(max(frac[i], 0.01), 1.0) if u[i] < early_end_rate else 1.0
+        if not np.isnan(given[i]):
+            fate = given[i]
+        ran = full[i] * fate
+        out[i] = max(1.0, np.round(ran)) if whole[i] else ran
+    return out
+
+
+def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, pred_z, history, iters, full) -> np.ndarray:
     """Write env e's predictor and failure settings (and the retrieval store, pre-filled by
     ``history``); returns the static predictions (zeros under retrieval, which predicts in
     the core when a job is submitted). ``iters``: what each job runs; ``full``: configured."""
@@ -218,7 +259,7 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, draws, history, ite
                 core.store_vecs[e], core.store_vals[e], core.n_store[e], vec, float(value)
             )
     else:
-        values = pred.predict([None] * n, user_estimate=full, actual=iters, z=draws.pred_z)
+        values = pred.predict([None] * n, user_estimate=full, actual=iters, z=pred_z)
         pred_iters = np.maximum(np.asarray(values, dtype=float), sim.MIN_PRED_ITERS)
     core.fail_rate[e] = unc.failure_rate_per_gpu_hour
     core.ckpt_h[e] = unc.checkpoint_interval_hours

@@ -31,7 +31,7 @@ import numpy as np
 
 from geo_gym import catalog
 from geo_gym.cluster import Cluster, Region, paper_cluster
-from geo_gym.workload import JobSpec, JobTable
+from geo_gym.workload import JobSpec, JobTable, constant
 
 
 @dataclass(frozen=True)
@@ -69,13 +69,21 @@ def paper_default(
     cluster = _paper_cluster_scaled(float(bandwidth_scale), float(capacity_scale))
     picks = rng.integers(0, len(catalog.PAPER_DATASETS), size=num_jobs)
     jobs = JobTable(
-        model=np.arange(num_jobs) % len(catalog.PAPER_MODELS),
+        model=_cycled_models(num_jobs),
         dataset=picks,
-        submit=np.zeros(num_jobs),
-        epochs=np.full(num_jobs, catalog.DEFAULT_EPOCHS),
+        submit=constant(num_jobs, 0.0),
+        epochs=constant(num_jobs, float(catalog.DEFAULT_EPOCHS)),
         name_format="job{i}-{model}",
     )
     return Scenario("paper-default", cluster, jobs)
+
+
+@lru_cache(maxsize=64)
+def _cycled_models(num_jobs: int) -> np.ndarray:
+    """Table III's models in order, cycled to ``num_jobs`` (read-only, shared by episodes)."""
+    out = np.arange(num_jobs) % len(catalog.PAPER_MODELS)
+    out.setflags(write=False)
+    return out
 
 
 # Fig. 1 (paper II-B), drawn with C top-left, D top-right, A bottom-left, B bottom-right.

@@ -152,6 +152,16 @@ def _t_iter_single_region(
     return costmodel.single_region_iteration_time(work, k, act, intra_gbps, stage_overhead, mb)
 
 
+@lru_cache(maxsize=256)
+def constant(n: int, value: bool | int | float) -> np.ndarray:
+    """A read-only length-n column of ``value`` (bool, int64 or float64 after its type), built
+    once per (n, value): built-in scenarios fill the same default columns every episode."""
+    dtype = np.bool_ if isinstance(value, bool) else np.int64 if isinstance(value, int) else np.float64
+    out = np.full(n, value, dtype=dtype)
+    out.setflags(write=False)
+    return out
+
+
 @numba.njit(cache=True)
 def _first_bad_row(model, dataset, submit, epochs, fate, n_models, n_datasets):
     """The first row a JobTable cannot hold (-1: none); one compiled pass, since built-in
@@ -195,10 +205,9 @@ class JobTable(Sequence):
         self.dataset = np.asarray(dataset, dtype=np.int64)
         self.submit = np.asarray(submit, dtype=np.float64)
         self.epochs = np.asarray(epochs, dtype=np.float64)
-        nan = np.full(n, np.nan)
-        self.fate_fraction = nan if fate_fraction is None else np.asarray(fate_fraction, np.float64)
-        self.user = np.full(n, -1, np.int64) if user is None else np.asarray(user, np.int64)
-        self.template = np.full(n, -1, np.int64) if template is None else np.asarray(template, np.int64)
+        self.fate_fraction = constant(n, np.nan) if fate_fraction is None else np.asarray(fate_fraction, np.float64)
+        self.user = constant(n, -1) if user is None else np.asarray(user, np.int64)
+        self.template = constant(n, -1) if template is None else np.asarray(template, np.int64)
         self.name_format = name_format
         for col in ("dataset", "submit", "epochs", "fate_fraction", "user", "template"):
             if getattr(self, col).shape != (n,):
@@ -261,8 +270,8 @@ def spec_columns(jobs: Sequence[JobSpec]) -> dict[str, np.ndarray]:
     n = len(jobs)
     if isinstance(jobs, JobTable):
         return {
-            "submit": jobs.submit, "min_gpus": np.ones(n, dtype=np.int64), "fate_fraction": jobs.fate_fraction,
-            "whole": np.ones(n, dtype=bool), "planted": np.zeros(n, dtype=bool),
+            "submit": jobs.submit, "min_gpus": constant(n, 1), "fate_fraction": jobs.fate_fraction,
+            "whole": constant(n, True), "planted": constant(n, False),
         }
     return {
         "submit": np.array([j.submit for j in jobs], dtype=np.float64),

@@ -99,7 +99,7 @@ def main(args) -> None:
         )
         jobs = len(mapped.scenario.jobs)
         rows.append({
-            "case": name, "jobs": jobs, "gpus": int(mapped.scenario.cluster.capacities.sum()),
+            "case": name, "jobs": jobs, "gpus": mapped.scenario.cluster.total_gpus,
             "map_s": round(map_s, 2), "sim_s": round(sim_s, 2), "jobs_per_s": round(jobs / sim_s),
             "us_per_job": round(1e6 * sim_s / jobs, 1),
             "avg_jct_h": round(res.summary["avg_jct_h"], 3), "avg_wait_h": round(res.summary["avg_wait_h"], 3),

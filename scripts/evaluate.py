@@ -160,7 +160,7 @@ def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object, obje
         rows.append({
             "seed": seed, "window_start_days": start / DAY, "jobs": len(mapped.scenario.jobs),
             "offered_load_gpus": mapped.offered_load_gpus, "capacity_scale": mapped.capacity_scale,
-            "gpus": int(mapped.scenario.cluster.capacities.sum()),
+            "gpus": mapped.scenario.cluster.total_gpus,
             "requested_gpus_per_job": float(j["max_gpus"].mean()),
             "target_gpus_per_job": float(j["stages"].mean()),
             "shorter_than_one_iteration": float((j["duration_s"] < j["t_iter_s"]).mean()),

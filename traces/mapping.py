@@ -253,7 +253,7 @@ def offered_load(submit: np.ndarray, run: np.ndarray, gpus: np.ndarray) -> float
 def capacity_scale_for_load(load_gpus: float, cluster: Cluster, target_load: float) -> float:
     """The factor on every region's GPUs that makes ``load_gpus`` be ``target_load`` of the
     total capacity (Cluster.scaled rounds per region)."""
-    return load_gpus / (target_load * float(cluster.capacities.sum()))
+    return load_gpus / (target_load * cluster.total_gpus)
 
 
 # ------------------------------------------------------------------------------- selection
@@ -428,5 +428,5 @@ def describe(mapped: MappedTrace) -> dict:
         "planted_failures": int(sum(planted)),
         "offered_load_gpus": mapped.offered_load_gpus,
         "capacity_scale": mapped.capacity_scale,
-        "cluster_gpus": int(mapped.scenario.cluster.capacities.sum()),
+        "cluster_gpus": mapped.scenario.cluster.total_gpus,
     }
