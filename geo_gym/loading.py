@@ -16,7 +16,7 @@ import numpy as np
 
 from geo_gym import sim
 from geo_gym.scenarios import Scenario
-from geo_gym.sim import FALLBACK_STORE_MEAN, FALLBACK_USER, PRED_RETRIEVAL, PRED_STATIC, Core
+from geo_gym.sim import FALLBACK_STORE_MEAN, FALLBACK_USER, PRED_RETRIEVAL, Core
 from geo_gym.uncertainty import UncertaintyConfig, draw_episode
 from geo_gym.uncertainty.draws import EpisodeDraws, neutral_draws
 from geo_gym.uncertainty.failures import repair_hours
@@ -235,12 +235,10 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, pred_z, history, it
     n = len(jobs)
     sizes = sim._sizes(core)
     pred = _predictor(unc)
-    core.pred_mode[e] = PRED_STATIC
-    core.pred_hit[e] = False
-    core.store_vecs[e] = 0.0
-    core.store_vals[e] = 0.0
-    core.n_store[e] = 0
-    core.meta_vec[e] = 0.0
+    sim.load_settings(
+        core, e, unc.failure_rate_per_gpu_hour, unc.checkpoint_interval_hours, unc.gpus_per_failure,
+        unc.handler, *unc.handler_operating_point(), unc.diagnosis_delay_hours, unc.manual_delay_hours,
+    )
     pred_iters = np.zeros(n)
     if isinstance(pred, RetrievalPredictor):
         core.pred_mode[e] = PRED_RETRIEVAL
@@ -261,13 +259,6 @@ def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, pred_z, history, it
     else:
         values = pred.predict([None] * n, user_estimate=full, actual=iters, z=pred_z)
         pred_iters = np.maximum(np.asarray(values, dtype=float), sim.MIN_PRED_ITERS)
-    core.fail_rate[e] = unc.failure_rate_per_gpu_hour
-    core.ckpt_h[e] = unc.checkpoint_interval_hours
-    core.gpus_per_failure[e] = unc.gpus_per_failure
-    core.handler_on[e] = unc.handler
-    core.tpr[e], core.fpr[e] = unc.handler_operating_point()
-    core.diag_h[e] = unc.diagnosis_delay_hours
-    core.manual_h[e] = unc.manual_delay_hours
     return pred_iters
 
 

@@ -291,6 +291,26 @@ def load_jobs(
 
 
 @_jit
+def load_settings(c, e, fail_rate, ckpt_h, gpus_per_failure, handler_on, tpr, fpr, diag_h, manual_h):
+    """Write env e's failure and failure-handler settings, and clear its predictor to the
+    static mode with an empty retrieval store (``loading`` sets retrieval up after this)."""
+    c.fail_rate[e] = fail_rate
+    c.ckpt_h[e] = ckpt_h
+    c.gpus_per_failure[e] = gpus_per_failure
+    c.handler_on[e] = handler_on
+    c.tpr[e] = tpr
+    c.fpr[e] = fpr
+    c.diag_h[e] = diag_h
+    c.manual_h[e] = manual_h
+    c.pred_mode[e] = PRED_STATIC
+    c.pred_hit[e] = False
+    c.store_vecs[e] = 0.0
+    c.store_vals[e] = 0.0
+    c.n_store[e] = 0
+    c.meta_vec[e] = 0.0
+
+
+@_jit
 def _predict_on_submit(c, e, j):
     """Retrieval predictions are made when a job is submitted, from the jobs finished by then
     (SchedMate 3.1); with no similar job the fallback estimator answers."""
