@@ -782,15 +782,18 @@ def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_a
 
 
 @_jit
-def decide(c, e, order, rule, window, feats, eff, out_path, out_alloc):
+def decide(c, e, order, rule, window):
     """A fixed policy's decision at the current instant: walk the first ``window`` pending jobs
     (all when window <= 0) in ``order`` (``order_candidates`` on ``candidate_features``) and
-    start the first one ``rule`` can place (backfilling). Returns the started job index or -1.
-    ``feats`` is work space (at least the queue's length in rows)."""
-    tc, ws = scratch(c.kstar_max[e], c.free.shape[1])
-    keys = np.empty(feats.shape[0])
-    tried = np.empty(feats.shape[0], dtype=np.bool_)
-    return _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_alloc)
+    start the first one ``rule`` can place (backfilling). Returns the started job index or -1
+    (its placement is then the job's row of ``c.path`` / ``c.alloc``)."""
+    k = c.free.shape[1]
+    n_max = c.submit.shape[1]
+    tc, ws = scratch(c.kstar_max[e], k)
+    return _decide(
+        c, e, order, rule, window, np.empty(n_max), np.empty(n_max, dtype=np.bool_), np.empty((k, k)),
+        tc, ws, np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64),
+    )
 
 
 @_jit

@@ -55,10 +55,7 @@ def test_repaired_gpu_leaves_and_comes_back():
     core, _ = loaded(one_region(gpus=48), unc)
     core.fail_e[0, 0, 0] = 1.0 * 1e-3 * 48  # fails after 1 h
     core.fail_e[0, 0, 1:] = np.inf
-    feats = np.empty((1, 3), np.float32)
-    eff = np.empty((2, 2))
-    path, alloc = np.empty(2, np.int64), np.empty(2, np.int64)
-    assert sim.decide(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0, feats, eff, path, alloc) == 0
+    assert sim.decide(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0) == 0
     sim.advance(core, 0)  # the failure at 1 h
     assert core.t[0] == pytest.approx(3600) and core.status[0, 0] == sim.DELAYED
     assert core.repairing[0].tolist() == [1, 0] and core.free[0].tolist() == [47, 48]
