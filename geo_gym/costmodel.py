@@ -211,11 +211,12 @@ min_bandwidth_nb = _jit(min_bandwidth)
 priority_nb = _jit(priority)
 alpha_nb = _jit(alpha)
 # The pipeline version calls t_comp/t_comm/iteration_from_parts by name, so compile it in a
-# namespace where those names are the compiled ones.
+# namespace where those names are the compiled ones. Inlined into its callers (once per
+# placement option and decision): a compiled call passing its arrays costs as much as its work.
 _pipeline_globals = dict(globals())
 _pipeline_globals.update(
     t_comp=t_comp_nb, t_comm=t_comm_nb, iteration_from_parts=iteration_from_parts_nb
 )
-pipeline_iteration_time_nb = _jit(
+pipeline_iteration_time_nb = numba.njit(cache=True, inline="always")(
     type(pipeline_iteration_time)(pipeline_iteration_time.__code__, _pipeline_globals)
 )
