@@ -42,6 +42,7 @@ from geo_gym.sim import (
 )
 
 _jit = numba.njit(cache=True)
+_inline = numba.njit(cache=True, inline="always")
 
 NUM_GLOBAL = 10
 NUM_REGION = 4
@@ -80,10 +81,11 @@ def allocate_options(num_envs: int, num_regions: int, window: int) -> Options:
     )
 
 
-# Helpers called per slot take the env's rows of the core and option arrays.
+# Helpers called per slot take the env's rows of the core and option arrays, and are inlined:
+# a compiled call passing five arrays costs more than these comparisons and copies.
 
 
-@_jit
+@_inline
 def _same_job_inputs(kstar, act, work, min_gpus, mb, i, j):
     """Jobs i and j get identical placements from every rule on any state: placement depends
     on K*, A_j, t_comp (work, M_j) and min_gpus only, never on the iteration count."""
@@ -96,7 +98,7 @@ def _same_job_inputs(kstar, act, work, min_gpus, mb, i, j):
     )
 
 
-@_jit
+@_inline
 def _copy_option(path, alloc, g, plen, t_iter, s_from, r_from, s_to, r_to):
     """Option (s_to, r_to) := option (s_from, r_from), on one env's option arrays."""
     g[s_to, r_to] = g[s_from, r_from]
@@ -233,9 +235,14 @@ def step_one(c, o, e, action, cost_weight, scale):
 
 @_jit
 def encode(c, o, e, out):
-    """The observation vector of env e (layout in geo_gym/env.py)."""
-    k = c.free.shape[1]
-    w = o.win.shape[1]
+    """The observation vector of env e (layout in geo_gym/env.py). Reads env e's rows once:
+    numba re-reads a struct field after every store into ``out``."""
+    cap, free, price, bw, resv = c.cap[e], c.free[e], c.price[e], c.bw[e], c.resv[e]
+    kstar, submit, pred_iters, done_iters = c.kstar[e], c.submit[e], c.pred_iters[e], c.done_iters[e]
+    win, g_e, titer_e, alloc_e, feats = o.win[e], o.g[e], o.t_iter[e], o.alloc[e], o.feats[e]
+    k = free.shape[0]
+    w = win.shape[0]
+    n_win = o.n_win[e]
     t = c.t[e]
     cap_total = 0
     free_total = 0
@@ -243,19 +250,21 @@ def encode(c, o, e, out):
     max_price = 1e-12
     max_bw = 1e-12
     for r in range(k):
-        cap_total += c.cap[e, r]
-        free_total += c.free[e, r]
-        max_cap = max(max_cap, c.cap[e, r])
-        max_price = max(max_price, c.price[e, r])
+        cap_total += cap[r]
+        free_total += free[r]
+        max_cap = max(max_cap, cap[r])
+        max_price = max(max_price, price[r])
         for v in range(k):
-            max_bw = max(max_bw, c.bw[e, r, v])
+            max_bw = max(max_bw, bw[r, v])
     # Metric Tracker: what is visible of the running jobs' progress (never the true end time)
+    n_run = c.n_run[e]
+    run = c.run[e]
     known = 0
     soonest = np.inf
-    for i in range(c.n_run[e]):
-        j = c.run[e, i]
+    for i in range(n_run):
+        j = run[i]
         ok, hours = tracked_remaining_h(
-            c.track_known[e, j], c.done_iters[e, j], c.t[e] - c.att_start[e, j], c.t_iter[e, j],
+            c.track_known[e, j], done_iters[j], t - c.att_start[e, j], c.t_iter[e, j],
             c.full_iters[e, j], c.track_zf[e, j], c.track_zs[e, j],
         )
         if ok:
@@ -264,14 +273,14 @@ def encode(c, o, e, out):
     repairing = 0
     for r in range(k):
         repairing += c.repairing[e, r]
-    out[0] = alpha_nb(c.resv[e], c.bw[e])
+    out[0] = alpha_nb(resv, bw)
     out[1] = free_total / max(cap_total, 1)
     out[2] = np.log1p(c.n_pend[e])
-    out[3] = np.log1p(c.n_run[e])
+    out[3] = np.log1p(n_run)
     out[4] = 1.0 if o.wait_ok[e] else 0.0
     out[5] = np.log1p(c.n_dly[e])
     out[6] = np.log1p(soonest) if known > 0 else 0.0
-    out[7] = known / c.n_run[e] if c.n_run[e] > 0 else 0.0
+    out[7] = known / n_run if n_run > 0 else 0.0
     out[8] = np.log1p(c.n_fail_total[e])
     out[9] = repairing / max(cap_total, 1)
     p = NUM_GLOBAL
@@ -279,40 +288,41 @@ def encode(c, o, e, out):
         res = 0.0
         for v in range(k):
             if v != r:
-                res += max(0.0, c.bw[e, r, v] - c.resv[e, r, v])
-        out[p] = c.free[e, r] / max(c.cap[e, r], 1)
-        out[p + 1] = c.cap[e, r] / max_cap
-        out[p + 2] = c.price[e, r] / max_price
+                res += max(0.0, bw[r, v] - resv[r, v])
+        out[p] = free[r] / max(cap[r], 1)
+        out[p + 1] = cap[r] / max_cap
+        out[p + 2] = price[r] / max_price
         out[p + 3] = res / max(k - 1, 1) / max_bw
         p += NUM_REGION
     for s in range(w):
-        if s < o.n_win[e]:
-            j = o.win[e, s]
+        j = win[s] if s < n_win else -1
+        if j >= 0:
             out[p] = 1.0
-            out[p + 1] = o.feats[e, s, CAND_I]
-            out[p + 2] = o.feats[e, s, CAND_D]
-            out[p + 3] = o.feats[e, s, CAND_LOG_IDEAL]
-            out[p + 4] = c.kstar[e, j] / MAX_STAGES_NORM
-            out[p + 5] = np.log1p((t - c.submit[e, j]) / 3600.0)
+            out[p + 1] = feats[s, CAND_I]
+            out[p + 2] = feats[s, CAND_D]
+            out[p + 3] = feats[s, CAND_LOG_IDEAL]
+            out[p + 4] = kstar[j] / MAX_STAGES_NORM
+            out[p + 5] = np.log1p((t - submit[j]) / 3600.0)
             out[p + 6] = np.log1p(c.n_fail[e, j])
             out[p + 7] = 1.0 if c.pred_hit[e, j] else 0.0
         else:
-            out[p : p + NUM_SLOT] = 0.0
+            for q in range(NUM_SLOT):
+                out[p + q] = 0.0
         p += NUM_SLOT
         for r in range(NUM_RULES):
-            g = o.g[e, s, r] if s < o.n_win[e] else 0
+            g = g_e[s, r] if j >= 0 else 0
             if g > 0:
-                j = o.win[e, s]
-                t_iter = o.t_iter[e, s, r]
                 rate = 0.0
                 for q in range(k):
-                    rate += o.alloc[e, s, r, q] * c.price[e, q]
+                    rate += alloc_e[s, r, q] * price[q]
+                remaining = remaining_pred(pred_iters[j], done_iters[j])
                 out[p] = 1.0
-                out[p + 1] = g / c.kstar[e, j]
-                out[p + 2] = np.log1p(remaining_pred(c.pred_iters[e, j], c.done_iters[e, j]) * t_iter / 3600.0)
-                out[p + 3] = rate / (c.kstar[e, j] * max_price)
+                out[p + 1] = g / kstar[j]
+                out[p + 2] = np.log1p(remaining * titer_e[s, r] / 3600.0)
+                out[p + 3] = rate / (kstar[j] * max_price)
             else:
-                out[p : p + NUM_OPTION] = 0.0
+                for q in range(NUM_OPTION):
+                    out[p + q] = 0.0
             p += NUM_OPTION
     for i in range(out.shape[0]):
         out[i] = min(out[i], OBS_HIGH)

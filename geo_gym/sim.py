@@ -43,6 +43,7 @@ from geo_gym.uncertainty.handler import handle_failure
 from geo_gym.uncertainty.predictors import retrieval_estimate, store_append
 
 _jit = numba.njit(cache=True)
+_inline = numba.njit(cache=True, inline="always")  # called per candidate with several arrays
 
 PENDING_FUTURE, PENDING, RUNNING, DONE, DELAYED = 0, 1, 2, 3, 4
 PRED_STATIC, PRED_RETRIEVAL = 0, 1
@@ -635,10 +636,10 @@ CAND_I, CAND_D, CAND_LOG_IDEAL = 0, 1, 2  # columns of candidate_features
 NUM_CAND_FEATURES = 3
 
 
-# Helpers called per candidate are pure functions of the env's array rows.
+# Helpers called per candidate are pure functions of the env's array rows, inlined.
 
 
-@_jit
+@_inline
 def _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
     """The normalisers of Eq. (9)/(10) over the first n pending jobs: the largest predicted
     remaining E_j(1) and the largest b_j(K*)."""
@@ -651,7 +652,7 @@ def _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
     return e1_max, b_max
 
 
-@_jit
+@_inline
 def _job_features(pred_iters, done_iters, t1, tk, b_ref, j, e1_max, b_max):
     """Pending job j's (I_j, D_j, log1p(predicted E_j(K*) h)) as float32, the precision the
     observation holds, so that every path orders on the very same numbers."""
