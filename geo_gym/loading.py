@@ -180,6 +180,8 @@ class _DrawnColumns(NamedTuple):
 
 
 def _drawn_columns(draws: EpisodeDraws, unc: UncertaintyConfig) -> _DrawnColumns:
+    """The draws turned into what the core reads: repair times (log-normal), the tracker's
+    detection and its error factors, by the configuration's parameters."""
     sigma = unc.tracker_sigma()
     return _DrawnColumns(
         draws.pred_z,

@@ -152,7 +152,7 @@ def _t_iter_single_region(
     return costmodel.single_region_iteration_time(work, k, act, intra_gbps, stage_overhead, mb)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=256, typed=True)  # typed: 1, True and 1.0 are equal keys otherwise
 def constant(n: int, value: bool | int | float) -> np.ndarray:
     """A read-only length-n column of ``value`` (bool, int64 or float64 after its type), built
     once per (n, value): built-in scenarios fill the same default columns every episode."""

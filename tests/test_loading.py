@@ -9,7 +9,7 @@ from geo_gym.catalog import GPUType
 from geo_gym.env import as_uncertainty
 from geo_gym.loading import load, required_sizes
 from geo_gym.scenarios import Scenario, _templates, make_scenario
-from geo_gym.workload import JobSpec, JobTable, profile_columns
+from geo_gym.workload import JobSpec, JobTable, constant, profile_columns, spec_columns
 
 
 def small_table(**overrides) -> JobTable:
@@ -48,6 +48,19 @@ def test_job_table_names_the_bad_row_or_column(override, words):
         small_table(**override)
     for word in words:
         assert word in str(err.value)
+
+
+def test_shared_default_columns_keep_their_type_and_are_read_only():
+    # Built-in scenarios share constant columns between episodes; 1, True and 1.0 are equal
+    # cache keys, so each must still get its own dtype whichever was asked for first.
+    yes, no = constant(5, True), constant(5, False)
+    ones, zeros = constant(5, 1), constant(5, 0.0)
+    assert (yes.dtype, no.dtype, ones.dtype, zeros.dtype) == (np.bool_, np.bool_, np.int64, np.float64)
+    spec = spec_columns(make_scenario("paper-default", seed=3).jobs)
+    assert spec["min_gpus"].dtype == np.int64 and spec["whole"].dtype == np.bool_
+    assert spec["submit"].dtype == np.float64 and spec["planted"].dtype == np.bool_
+    with pytest.raises(ValueError, match="read-only"):
+        spec["submit"][0] = 1.0  # would change every later episode's workload
 
 
 @pytest.mark.parametrize("gpu, overhead, intra", [
