@@ -169,8 +169,15 @@ structref.define_constructor(Core, CoreType, FIELDS)
 structref.define_boxing(CoreType, Core)
 
 
+@_jit
+def _new_core(*arrays):
+    """``Core(*arrays)``, compiled once and cached on disk: ``Core(...)`` from Python compiles
+    numba's constructor afresh in every process (seconds, for ~80 fields)."""
+    return Core(*arrays)
+
+
 def _core(arrays: dict[str, np.ndarray]) -> Core:
-    core = Core(*(arrays[name] for name in FIELDS))
+    core = _new_core(*(arrays[name] for name in FIELDS))
     core.__dict__.update(arrays)  # plain attributes: Python reads them as fast as a tuple's
     return core
 
