@@ -13,7 +13,8 @@ import baselines
 from agents.evaluation import evaluate
 from agents.features import SlotEncoder
 from agents.policy import AgentPolicy
-from geo_gym.vector import GeoPipeVectorEnv, SB3VecEnv
+from geo_gym.sb3 import SB3VecEnv
+from geo_gym.vector import GeoPipeVectorEnv
 
 ALGOS = {"ppo": PPO, "maskable-ppo": MaskablePPO}
 

@@ -1,5 +1,5 @@
-"""GeoPipeVectorEnv: N independent GeoPipe simulations stepped in one compiled call, and an
-adapter that stable-baselines3 (PPO, sb3-contrib MaskablePPO) accepts as its ``VecEnv``.
+"""GeoPipeVectorEnv: N independent GeoPipe simulations stepped in one compiled call.
+(``geo_gym.sb3.SB3VecEnv`` adapts it to stable-baselines3.)
 
 Sub-env i behaves exactly like ``GeoPipeEnv`` reset with seed ``seed + i``: same workload
 draws, same decisions, same rewards (tested). The batch shares one ``sim.Core`` whose arrays
@@ -20,7 +20,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils import seeding
 from gymnasium.vector.utils import batch_space
-from stable_baselines3.common.vec_env import VecEnv
 
 from geo_gym import decision, sim
 from geo_gym.env import GeoPipeEnv
@@ -147,75 +146,3 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
 
     def action_masks(self) -> np.ndarray:
         return self._masks.copy()
-
-
-class SB3VecEnv(VecEnv):
-    """stable-baselines3's ``VecEnv`` over a ``GeoPipeVectorEnv``: dones auto-reset, each
-    finished env's info carries ``terminal_observation``, the episode summary and SB3's
-    ``episode`` record (r, l); ``env_method("action_masks")`` serves MaskablePPO."""
-
-    def __init__(self, venv: GeoPipeVectorEnv):
-        self.venv = venv
-        super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
-        self._actions = np.zeros(venv.num_envs, dtype=np.int64)
-        self._seed: int | None = None
-        self._ep_return = np.zeros(venv.num_envs)
-        self._ep_len = np.zeros(venv.num_envs, dtype=np.int64)
-
-    def reset(self):
-        obs, _ = self.venv.reset(seed=self._seed)
-        self._seed = None
-        self._ep_return[:] = 0.0
-        self._ep_len[:] = 0
-        return obs
-
-    def step_async(self, actions):
-        self._actions = np.asarray(actions, dtype=np.int64)
-
-    def step_wait(self):
-        obs, rewards, terminated, truncated, info = self.venv.step(self._actions)
-        self._ep_return += rewards
-        self._ep_len += 1
-        infos = [{"action_mask": info["action_mask"][e]} for e in range(self.num_envs)]
-        dones = terminated | truncated
-        for e in np.flatnonzero(dones):
-            infos[e]["terminal_observation"] = info["final_obs"][e]
-            infos[e]["TimeLimit.truncated"] = False
-            for key in SUMMARY_KEYS:
-                infos[e][key] = float(info["final_info"][key][e])
-            infos[e]["episode"] = {"r": float(self._ep_return[e]), "l": int(self._ep_len[e])}
-            self._ep_return[e] = 0.0
-            self._ep_len[e] = 0
-        return obs, rewards.astype(np.float32), dones, infos
-
-    def action_masks(self) -> np.ndarray:
-        return self.venv.action_masks()
-
-    def close(self):
-        self.venv.close()
-
-    def seed(self, seed: int | None = None):
-        self._seed = seed
-        return [None if seed is None else seed + i for i in range(self.num_envs)]
-
-    def _indices(self, indices):
-        if indices is None:
-            return range(self.num_envs)
-        if isinstance(indices, int):
-            return [indices]
-        return indices
-
-    def get_attr(self, attr_name, indices=None):
-        return [getattr(self.venv, attr_name) for _ in self._indices(indices)]
-
-    def set_attr(self, attr_name, value, indices=None):
-        setattr(self.venv, attr_name, value)
-
-    def env_method(self, method_name, *method_args, indices=None, **method_kwargs):
-        if method_name == "action_masks":
-            masks = self.venv.action_masks()
-            return [masks[i] for i in self._indices(indices)]
-        raise AttributeError(f"SB3VecEnv supports env_method('action_masks') only, not {method_name!r}")
-
-    def env_is_wrapped(self, wrapper_class, indices=None):
-        return [False for _ in self._indices(indices)]

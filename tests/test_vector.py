@@ -6,7 +6,8 @@ import pytest
 
 import geo_gym  # noqa: F401
 from geo_gym.env import GeoPipeEnv
-from geo_gym.vector import GeoPipeVectorEnv, SB3VecEnv
+from geo_gym.sb3 import SB3VecEnv
+from geo_gym.vector import GeoPipeVectorEnv
 
 
 def test_make_vec_returns_native_vector_env_with_batched_mask():
