@@ -1,5 +1,8 @@
 """The native vector env equals N single envs, and plugs into SB3 / sb3-contrib."""
 
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -120,3 +123,15 @@ def test_bench_env_script_prints_the_comparison_table():
                    "reset_us_per_episode"):
         assert column in lines[1]
     assert len(lines) == 5  # threads, header, rule, N=1, N=2
+
+
+def test_vector_env_does_not_import_stable_baselines3_or_torch():
+    # Evaluation and other trainers use the vector env without SB3; importing torch costs
+    # them most of a second at start-up (the SB3 adapter lives in geo_gym.sb3).
+    code = (
+        "import sys, gymnasium as gym, geo_gym, geo_gym.vector\n"
+        "gym.make_vec('geo_gym/GeoPipe-v0', num_envs=2, vectorization_mode='vector_entry_point')\n"
+        "print(sorted(m for m in ('stable_baselines3', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
