@@ -42,7 +42,6 @@ from geo_gym.sim import (
 )
 
 _jit = numba.njit(cache=True)
-_inline = numba.njit(cache=True, inline="always")
 
 NUM_GLOBAL = 10
 NUM_REGION = 4
@@ -81,34 +80,6 @@ def allocate_options(num_envs: int, num_regions: int, window: int) -> Options:
     )
 
 
-# Helpers called per slot take the env's rows of the core and option arrays, and are inlined:
-# a compiled call passing five arrays costs more than these comparisons and copies.
-
-
-@_inline
-def _same_job_inputs(kstar, act, work, min_gpus, mb, i, j):
-    """Jobs i and j get identical placements from every rule on any state: placement depends
-    on K*, A_j, t_comp (work, M_j) and min_gpus only, never on the iteration count."""
-    return (
-        kstar[i] == kstar[j]
-        and act[i] == act[j]
-        and work[i] == work[j]
-        and min_gpus[i] == min_gpus[j]
-        and mb[i] == mb[j]
-    )
-
-
-@_inline
-def _copy_option(path, alloc, g, plen, t_iter, s_from, r_from, s_to, r_to):
-    """Option (s_to, r_to) := option (s_from, r_from), on one env's option arrays."""
-    g[s_to, r_to] = g[s_from, r_from]
-    plen[s_to, r_to] = plen[s_from, r_from]
-    t_iter[s_to, r_to] = t_iter[s_from, r_from]
-    for q in range(path.shape[2]):
-        path[s_to, r_to, q] = path[s_from, r_from, q]
-        alloc[s_to, r_to, q] = alloc[s_from, r_from, q]
-
-
 @_jit
 def _compute_options(c, o, e):
     """Window and every rule's placement (and its iteration time, Eq. 1) for every window
@@ -120,21 +91,27 @@ def _compute_options(c, o, e):
     are computed once when the free GPUs cannot reach the smaller target (Alg. 1 with a target
     at or above the free total behaves as with the free total: phase 1 needs a region holding
     them all, phase 2 grows until every region with free GPUs is on the path or a link fails).
+
+    The loops index env e's rows element by element and place into local buffers: numba
+    counts a reference (an atomic increment and decrement) for every array view it creates
+    or passes, and per option those cost more than the rules themselves.
     """
     w = o.win.shape[1]
     k = c.free.shape[1]
     n = min(w, c.n_pend[e])
     o.n_win[e] = n
     win, g_e, plen_e, path_e, alloc_e, titer_e = o.win[e], o.g[e], o.plen[e], o.path[e], o.alloc[e], o.t_iter[e]
+    feats = o.feats[e]
     pend = c.pend[e]
     for s in range(w):
         win[s] = pend[s] if s < n else -1
         for r in range(NUM_RULES):
             g_e[s, r] = 0
             plen_e[s, r] = 0
-    candidate_features(c, e, n, o.feats[e])
+    candidate_features(c, e, n, feats)
     for s in range(n, w):
-        o.feats[e, s] = 0.0
+        for f in range(feats.shape[1]):
+            feats[s, f] = 0.0
     free, prices = c.free[e], c.price[e]
     free_total = 0
     for r in range(k):
@@ -144,37 +121,49 @@ def _compute_options(c, o, e):
     eff = np.empty((k, k))
     residual_bandwidth(c.bw[e], c.resv[e], eff)
     tc, ws = scratch(c.kstar_max[e], k)
+    path_buf = np.empty(k, dtype=np.int64)
+    alloc_buf = np.empty(k, dtype=np.int64)
     any_valid = False
     bw, intra, overhead = c.bw[e], c.intra[e], c.overhead[e]
     kstar_e, act_e, work_e, ming_e, mb_e = c.kstar[e], c.act[e], c.work[e], c.min_gpus[e], c.mb[e]
     for s in range(n):
         j = pend[s]
+        kstar, act, min_gpus, work, mb = kstar_e[j], act_e[j], ming_e[j], work_e[j], mb_e[j]
+        # An earlier slot whose job gets identical placements from every rule on any state:
+        # placement depends on K*, A_j, t_comp (work, M_j) and min_gpus, never on iterations.
         twin = -1
         for s2 in range(s):
-            if _same_job_inputs(kstar_e, act_e, work_e, ming_e, mb_e, pend[s2], j):
+            i = pend[s2]
+            if kstar_e[i] == kstar and act_e[i] == act and work_e[i] == work and ming_e[i] == min_gpus and mb_e[i] == mb:
                 twin = s2
                 break
-        if twin >= 0:
-            for r in range(NUM_RULES):
-                _copy_option(path_e, alloc_e, g_e, plen_e, titer_e, twin, r, s, r)
-                any_valid = any_valid or g_e[s, r] > 0
-            continue
-        kstar, act, min_gpus, work, mb = kstar_e[j], act_e[j], ming_e[j], work_e[j], mb_e[j]
-        fill_tc(work, kstar, overhead, tc)
+        if twin < 0:
+            fill_tc(work, kstar, overhead, tc)
         for r in range(NUM_RULES):
-            if r == RULE_PATHFINDER_HALF or r == RULE_PATHFINDER_QUARTER:
+            src, src_r = twin, r  # the option this one copies, if any
+            if twin < 0 and (r == RULE_PATHFINDER_HALF or r == RULE_PATHFINDER_QUARTER):
                 if free_total <= rule_target(r, kstar):
-                    _copy_option(path_e, alloc_e, g_e, plen_e, titer_e, s, RULE_PATHFINDER, s, r)
-                    any_valid = any_valid or g_e[s, r] > 0
-                    continue
-            path, alloc = path_e[s, r], alloc_e[s, r]
-            g, plen = job_placement(free, prices, eff, kstar, act, min_gpus, r, tc, ws, path, alloc)
-            g_e[s, r] = g
-            plen_e[s, r] = plen
-            titer_e[s, r] = 0.0
-            if g > 0:
-                any_valid = True
-                titer_e[s, r] = pipeline_iteration_time_nb(path, plen, alloc, bw, intra, act, work, overhead, mb)
+                    src, src_r = s, RULE_PATHFINDER
+            if src >= 0:
+                g_e[s, r] = g_e[src, src_r]
+                plen_e[s, r] = plen_e[src, src_r]
+                titer_e[s, r] = titer_e[src, src_r]
+                for q in range(k):
+                    path_e[s, r, q] = path_e[src, src_r, q]
+                    alloc_e[s, r, q] = alloc_e[src, src_r, q]
+            else:
+                g, plen = job_placement(free, prices, eff, kstar, act, min_gpus, r, tc, ws, path_buf, alloc_buf)
+                g_e[s, r] = g
+                plen_e[s, r] = plen
+                for q in range(k):
+                    path_e[s, r, q] = path_buf[q]
+                    alloc_e[s, r, q] = alloc_buf[q]
+                titer_e[s, r] = 0.0
+                if g > 0:
+                    titer_e[s, r] = pipeline_iteration_time_nb(
+                        path_buf, plen, alloc_buf, bw, intra, act, work, overhead, mb
+                    )
+            any_valid = any_valid or g_e[s, r] > 0
     return any_valid
 
 

@@ -43,7 +43,6 @@ from geo_gym.uncertainty.handler import handle_failure
 from geo_gym.uncertainty.predictors import retrieval_estimate, store_append
 
 _jit = numba.njit(cache=True)
-_inline = numba.njit(cache=True, inline="always")  # called per candidate with several arrays
 
 PENDING_FUTURE, PENDING, RUNNING, DONE, DELAYED = 0, 1, 2, 3, 4
 PRED_STATIC, PRED_RETRIEVAL = 0, 1
@@ -643,10 +642,12 @@ CAND_I, CAND_D, CAND_LOG_IDEAL = 0, 1, 2  # columns of candidate_features
 NUM_CAND_FEATURES = 3
 
 
-# Helpers called per candidate are pure functions of the env's array rows, inlined.
+# Helpers called per candidate take scalars: numba counts a reference to every array a
+# function receives, on every call, inlined or not (an atomic increment and decrement each),
+# which on a window of candidates cost more than the features themselves.
 
 
-@_inline
+@_jit
 def _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
     """The normalisers of Eq. (9)/(10) over the first n pending jobs: the largest predicted
     remaining E_j(1) and the largest b_j(K*)."""
@@ -659,14 +660,15 @@ def _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
     return e1_max, b_max
 
 
-@_inline
-def _job_features(pred_iters, done_iters, t1, tk, b_ref, j, e1_max, b_max):
-    """Pending job j's (I_j, D_j, log1p(predicted E_j(K*) h)) as float32, the precision the
-    observation holds, so that every path orders on the very same numbers."""
-    rem = remaining_pred(pred_iters[j], done_iters[j])
-    f_i = np.float32(rem * t1[j] / e1_max if e1_max > 0 else 0.0)
-    f_d = np.float32(b_ref[j] / b_max if b_max > 0 else 0.0)
-    f_log = np.float32(np.log1p(rem * tk[j] / 3600.0))
+@_jit
+def _job_features(pred_iters, done_iters, t1, tk, b_ref, e1_max, b_max):
+    """A pending job's (I_j, D_j, log1p(predicted E_j(K*) h)) from its own numbers, as
+    float32, the precision the observation holds, so that every path orders on the very same
+    numbers."""
+    rem = remaining_pred(pred_iters, done_iters)
+    f_i = np.float32(rem * t1 / e1_max if e1_max > 0 else 0.0)
+    f_d = np.float32(b_ref / b_max if b_max > 0 else 0.0)
+    f_log = np.float32(np.log1p(rem * tk / 3600.0))
     return f_i, f_d, f_log
 
 
@@ -678,8 +680,9 @@ def candidate_features(c, e, n, out):
     pend, pred, done_it, t1, tk, b_ref = c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e]
     e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
     for i in range(n):
+        j = pend[i]
         out[i, CAND_I], out[i, CAND_D], out[i, CAND_LOG_IDEAL] = _job_features(
-            pred, done_it, t1, tk, b_ref, pend[i], e1_max, b_max
+            pred[j], done_it[j], t1[j], tk[j], b_ref[j], e1_max, b_max
         )
 
 
@@ -716,7 +719,8 @@ def _order_keys(c, e, n, order, alpha32, keys):
     pend, pred, done_it, t1, tk, b_ref = c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e]
     e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
     for i in range(n):
-        f_i, f_d, f_log = _job_features(pred, done_it, t1, tk, b_ref, pend[i], e1_max, b_max)
+        j = pend[i]
+        f_i, f_d, f_log = _job_features(pred[j], done_it[j], t1[j], tk[j], b_ref[j], e1_max, b_max)
         if order == ORDER_SJF:
             keys[i] = np.float64(f_log)
         else:
