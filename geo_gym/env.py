@@ -101,32 +101,45 @@ def as_uncertainty(uncertainty) -> UncertaintyConfig:
     raise ValueError(f"uncertainty must be a preset name, dict or UncertaintyConfig, got {uncertainty!r}")
 
 
+def episode_columns(core: sim.Core, e: int, jobs: list, region_names) -> dict[str, list]:
+    """Env e's finished episode as columns, one entry per job (in core order): name, model,
+    dataset, submit/start/end/wait/JCT (h), cost, GPUs, path (region names), GPUs per path
+    region, infrastructure failures, iterations run (its fate), configured and predicted.
+    Built column by column (a whole trace is 111k jobs); values are Python numbers."""
+    n = len(jobs)
+    submit, start, end = core.submit[e, :n], core.start[e, :n], core.end[e, :n]
+    # every job's path entries, flat in job then path order, and where each job's begin
+    plen = core.plen[e, :n]
+    on_path = np.arange(core.path.shape[2]) < plen[:, None]
+    regions = core.path[e, :n][on_path]
+    gpus = core.alloc[e, np.nonzero(on_path)[0], regions].tolist()
+    names = np.asarray(region_names, dtype=object)[regions].tolist()
+    bounds = np.concatenate([[0], np.cumsum(plen)]).tolist()
+    spans = list(zip(bounds[:-1], bounds[1:], strict=True))
+    return {
+        "name": [job.name for job in jobs],
+        "model": [job.model.name for job in jobs],
+        "dataset": [job.dataset.name for job in jobs],
+        "submit_h": (submit / 3600.0).tolist(),
+        "start_h": (start / 3600.0).tolist(),
+        "end_h": (end / 3600.0).tolist(),
+        "wait_h": ((start - submit) / 3600.0).tolist(),
+        "jct_h": ((end - submit) / 3600.0).tolist(),
+        "cost": core.cost[e, :n].tolist(),
+        "gpus": core.gpus[e, :n].tolist(),
+        "path": [names[a:b] for a, b in spans],
+        "gpus_per_region": [gpus[a:b] for a, b in spans],
+        "failures": core.n_fail[e, :n].tolist(),
+        "iters": core.iters[e, :n].tolist(),  # what it ran (its fate)
+        "configured_iters": core.full_iters[e, :n].tolist(),
+        "predicted_iters": core.pred_iters[e, :n].tolist(),
+    }
+
+
 def episode_records(core: sim.Core, e: int, jobs: list, region_names) -> list[dict]:
-    """One record per job of env e: name, submit/start/end (h), JCT, cost, path, GPUs."""
-    out = []
-    for i, job in enumerate(jobs):
-        path = [int(r) for r in core.path[e, i, : core.plen[e, i]]]
-        out.append(
-            {
-                "name": job.name,
-                "model": job.model.name,
-                "dataset": job.dataset.name,
-                "submit_h": core.submit[e, i] / 3600.0,
-                "start_h": core.start[e, i] / 3600.0,
-                "end_h": core.end[e, i] / 3600.0,
-                "wait_h": (core.start[e, i] - core.submit[e, i]) / 3600.0,
-                "jct_h": (core.end[e, i] - core.submit[e, i]) / 3600.0,
-                "cost": float(core.cost[e, i]),
-                "gpus": int(core.gpus[e, i]),
-                "path": [region_names[r] for r in path],
-                "gpus_per_region": [int(core.alloc[e, i, r]) for r in path],
-                "failures": int(core.n_fail[e, i]),
-                "iters": float(core.iters[e, i]),  # what it ran (its fate)
-                "configured_iters": float(core.full_iters[e, i]),
-                "predicted_iters": float(core.pred_iters[e, i]),
-            }
-        )
-    return out
+    """``episode_columns`` as one record (dict) per job."""
+    columns = episode_columns(core, e, jobs, region_names)
+    return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
 
 
 def episode_summary(core: sim.Core, e: int) -> dict[str, float]:

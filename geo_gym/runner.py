@@ -16,7 +16,7 @@ import pandas as pd
 from gymnasium.utils import seeding
 
 from geo_gym import sim
-from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_records, episode_summary
+from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_columns, episode_summary
 from geo_gym.loading import start_episode
 from geo_gym.scenarios import Scenario, make_scenario
 
@@ -28,7 +28,7 @@ class SimResult:
 
 
 def _result(core: sim.Core, jobs: list, scen: Scenario, extra: dict | None = None) -> SimResult:
-    table = pd.DataFrame(episode_records(core, 0, jobs, scen.cluster.names))
+    table = pd.DataFrame(episode_columns(core, 0, jobs, scen.cluster.names))
     summary = episode_summary(core, 0)
     summary["p50_jct_h"] = float(table["jct_h"].quantile(0.5))
     summary["p99_jct_h"] = float(table["jct_h"].quantile(0.99))

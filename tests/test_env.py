@@ -55,6 +55,24 @@ def test_episode_return_is_affine_in_avg_jct_and_cost(cost_weight):
     assert info["makespan_h"] >= max(j["jct_h"] for j in jobs) - 1e-9
 
 
+def test_job_records_describe_each_placement():
+    # Half the GPUs per region: K* rarely fits in one, so paths have several entries.
+    env = GeoPipeEnv("paper-default", {"num_jobs": 16, "capacity_scale": 0.5})
+    _, _, info = rollout(env, seed=1)
+    names = env.current_scenario.cluster.names
+    crossed = 0
+    for i, job in enumerate(info["jobs"]):
+        assert job["name"] == env.jobs[i].name and job["model"] == env.jobs[i].model.name
+        assert len(job["path"]) == len(job["gpus_per_region"]) == env.core.plen[0, i] >= 1
+        assert job["path"] == [names[r] for r in env.core.path[0, i, : env.core.plen[0, i]]]
+        assert sum(job["gpus_per_region"]) == job["gpus"] and min(job["gpus_per_region"]) >= 1
+        assert job["wait_h"] == pytest.approx(job["start_h"] - job["submit_h"])
+        assert job["jct_h"] == pytest.approx(job["end_h"] - job["submit_h"])
+        assert all(type(v) in (str, int, float, list) for v in job.values())
+        crossed += len(job["path"]) > 1
+    assert crossed > 0
+
+
 def test_same_seed_same_trajectory():
     a = rollout(GeoPipeEnv("random", {"num_regions": 4}), seed=11, policy_seed=5)
     b = rollout(GeoPipeEnv("random", {"num_regions": 4}), seed=11, policy_seed=5)
