@@ -319,14 +319,41 @@ def profile_columns(
             "work": work[m], "mb": mb[m], "act": act[m], "iterations": iters, "k_target": ks[m],
             "b_ref": b_ref[m], "t1": iters * t1[m] / iters, "tk": iters * tk[m] / iters,
         }
-    profiles = [profile(j, gpu, stage_overhead, intra_gbps) for j in jobs]
+    # Per job only its iteration count and a lookup: everything else depends on the model,
+    # batch settings and GPU cap, shared by many jobs (a trace maps 100k jobs to a few
+    # size classes). The same functions as ``profile``, so the same bits.
+    rows: dict[tuple, int] = {}  # (model, seq_len, micro_batch, max_gpus) -> row of `shared`
+    shared = []  # (work, M_j, A_j, k_target, t_iter(1), t_iter(k_target), b_j(k_target))
+    row = np.empty(len(jobs), dtype=np.int64)
+    iters = np.empty(len(jobs))
+    for i, job in enumerate(jobs):
+        key = (id(job.model), job.seq_len, job.micro_batch, job.max_gpus)  # jobs keep models alive
+        r = rows.get(key)
+        if r is None:
+            r = rows[key] = len(shared)
+            shared.append(_shared_profile(job, gpu, stage_overhead, intra_gbps))
+        row[i] = r
+        if job.iterations is not None:
+            iters[i] = job.iterations
+        else:
+            iters[i] = costmodel.num_iterations(job.dataset.samples, job.model.batch_size, job.epochs)
+    columns = [np.array(col) for col in zip(*shared, strict=True)] if shared else [np.empty(0)] * 7
+    work, mb, act, target, t1, tk, b_ref = columns
     return {
-        "work": np.array([p.work for p in profiles]),
-        "mb": np.array([p.num_microbatches for p in profiles], dtype=np.int64),
-        "act": np.array([p.activation_gbit for p in profiles]),
-        "iterations": np.array([p.iterations for p in profiles]),
-        "k_target": np.array([p.k_target for p in profiles], dtype=np.int64),
-        "b_ref": np.array([p.b_j(p.k_target) for p in profiles]),
-        "t1": np.array([p.e1 / p.iterations for p in profiles]),
-        "tk": np.array([p.ideal_duration / p.iterations for p in profiles]),
+        "work": work[row], "mb": mb.astype(np.int64)[row], "act": act[row], "iterations": iters,
+        "k_target": target.astype(np.int64)[row], "b_ref": b_ref[row],
+        # e1 / I and E(k_target) / I, computed as JobProfile's fields are, so that the bits agree
+        "t1": iters * t1[row] / iters, "tk": iters * tk[row] / iters,
     }
+
+
+def _shared_profile(job: JobSpec, gpu: GPUType, stage_overhead: float, intra_gbps: float) -> tuple:
+    """What ``profile`` computes for ``job`` apart from its iteration count: (work, M_j, A_j,
+    k_target, t_iter on 1 GPU, t_iter on k_target GPUs in one region, b_j(k_target))."""
+    key = (job.model, job.seq_len, job.micro_batch, gpu, stage_overhead, intra_gbps)
+    work, mb, act, ks, t1, tk = _per_iteration(*key)
+    target = ks if job.max_gpus is None else min(ks, int(job.max_gpus))
+    if target != ks:
+        tk = _t_iter_single_region(*key, target)
+    b_ref = costmodel.min_bandwidth(act, costmodel.t_comp(work, target, stage_overhead))
+    return work, mb, act, target, t1, tk, b_ref

@@ -9,7 +9,7 @@ from geo_gym.catalog import GPUType
 from geo_gym.env import as_uncertainty
 from geo_gym.loading import load, required_sizes
 from geo_gym.scenarios import Scenario, _templates, make_scenario
-from geo_gym.workload import JobSpec, JobTable, constant, profile_columns, spec_columns
+from geo_gym.workload import JobSpec, JobTable, constant, profile, profile_columns, spec_columns
 
 
 def small_table(**overrides) -> JobTable:
@@ -86,6 +86,27 @@ def test_profile_columns_of_a_table_equal_those_of_its_jobspecs(gpu, overhead, i
 
 def core_state(core, e=0) -> dict:
     return {name: np.asarray(getattr(core, name)[e]) for name in core._fields}
+
+
+def test_profile_columns_of_jobspecs_equal_each_jobs_profile():
+    # Trace-style jobs: explicit fractional iterations, GPU caps below and above K*, other
+    # batch settings; the columns share work between jobs of a class, bit for bit.
+    rng = np.random.default_rng(1)
+    jobs = [
+        JobSpec(
+            f"j{i}", catalog.PAPER_MODELS[int(rng.integers(0, 8))], catalog.PAPER_DATASETS[int(rng.integers(0, 3))],
+            submit=float(i), epochs=float(rng.uniform(0.2, 2.0)), micro_batch=int(rng.choice([1, 2])),
+            max_gpus=[None, 1, 4, 1000][i % 4], iterations=[None, 0.37, 1234.5][i % 3],
+        )
+        for i in range(60)
+    ]
+    cols = profile_columns(jobs)
+    for i, job in enumerate(jobs):
+        p = profile(job)
+        assert (cols["work"][i], cols["mb"][i], cols["act"][i]) == (p.work, p.num_microbatches, p.activation_gbit)
+        assert (cols["iterations"][i], cols["k_target"][i]) == (p.iterations, p.k_target)
+        assert cols["b_ref"][i] == p.b_j(p.k_target)
+        assert (cols["t1"][i], cols["tk"][i]) == (p.e1 / p.iterations, p.ideal_duration / p.iterations)
 
 
 @pytest.mark.parametrize("name, knobs, uncertainty", [
