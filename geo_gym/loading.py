@@ -50,11 +50,12 @@ def start_episode(
     for _ in range(1 if warmup_scenario is not None else warmup_workloads):
         seed = draw_workload_seed(rng)  # drawn either way: the episode's numbers stay put
         past = make(seed) if warmup_scenario is None else warmup_scenario
-        spec = spec_columns(past.jobs)
-        cl = past.cluster
-        full = profile_columns(past.jobs, cl.gpu, past.stage_overhead, cl.intra_region_gbps)["iterations"]
-        ran = _executed_iterations(rng, spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
+        u, frac = _fate_draws(rng, len(past.jobs))  # drawn either way, as above
         if retrieval:  # the retrieval store is the only reader of the warm-up history
+            spec = spec_columns(past.jobs)
+            cl = past.cluster
+            full = profile_columns(past.jobs, cl.gpu, past.stage_overhead, cl.intra_region_gbps)["iterations"]
+            ran = _apply_fates(u, frac, spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
             history.extend(zip(past.jobs, ran.tolist(), strict=True))
     k = scen.cluster.num_regions
     if core.cap.shape[1] != k and core.cap.shape[0] == 1:
@@ -155,13 +156,13 @@ def load(
     else:
         drawn = _neutral_columns(n, sizes["A"], unc)
     full = prof["iterations"]
-    iters = _executed_iterations(rng, spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
+    iters = _apply_fates(*_fate_draws(rng, n), spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
     pred_iters = _load_uncertainty(core, e, jobs, unc, drawn.pred_z, history, iters, full)
     fail_e = _plant_failures(core, e, jobs, planted, drawn.fail_e)
     sim.load_jobs(
         core, e, spec["submit"], prof["work"], prof["mb"], full, iters, prof["act"],
         prof["k_target"],  # what the rules aim at: K*, or the request when smaller
-        prof["b_ref"], prof["t1"], prof["tk"], spec["min_gpus"], pred_iters, fail_e,
+        prof["b_ref"], prof["t1"], prof["tk"], min_gpus, pred_iters, fail_e,
         drawn.repair_h, drawn.handler_u, drawn.track_known, drawn.track_zf, drawn.track_zs,
     )
     return jobs
@@ -204,22 +205,21 @@ def _neutral_columns(n: int, attempts: int, unc: UncertaintyConfig) -> _DrawnCol
     return out
 
 
-def _executed_iterations(rng, given, whole, full, early_end_rate):
-    """Iterations each job runs: its configured ones ``full`` times its fate, the share of its
-    work it runs. The fate is the job's own ``fate_fraction`` (``given``, NaN where none:
-    trace jobs, recurring scenarios) or, with probability ``early_end_rate``, Beta(0.7, 2)
-    (early ends are skewed to small fractions, uncertainty/workload.py). Draws for every job
-    either way, so the stream stays put."""
-    n = given.shape[0]
-    return _apply_fates(rng.random(n), rng.beta(*FATE_FRACTION_BETA, size=n), given, whole, full, early_end_rate)
+def _fate_draws(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers behind n jobs' fates: a uniform (early end or not) and a Beta(0.7, 2) end
+    point (early ends are skewed to small fractions, uncertainty/workload.py) for every job,
+    whatever its fate, so the stream stays put."""
+    return rng.random(n), rng.beta(*FATE_FRACTION_BETA, size=n)
 
 
 @numba.njit(cache=True)
 def _apply_fates(u, frac, given, whole, full, early_end_rate):
-    """``_executed_iterations`` from its draws (compiled: a dozen numpy calls cost more than
-    an episode's scheduling). Catalog jobs (``whole``) run whole iterations, at least one; a
-    job with an explicit (calibrated, possibly fractional) iteration count runs exactly its
-    share."""
+    """Iterations each job runs: its configured ones ``full`` times its fate, the share of its
+    work it runs. The fate is the job's own ``fate_fraction`` (``given``, NaN where none:
+    trace jobs, recurring scenarios) or, with probability ``early_end_rate`` (``u``), its end
+    point ``frac``. Catalog jobs (``whole``) run whole iterations, at least one; a job with an
+    explicit (calibrated, possibly fractional) iteration count runs exactly its share.
+    Compiled: a dozen numpy calls cost more than an episode's scheduling."""
     out = np.empty(given.shape[0])
     for i in range(given.shape[0]):
         fate = min(max(frac[i], 0.01), 1.0) if u[i] < early_end_rate else 1.0
