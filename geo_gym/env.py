@@ -81,7 +81,7 @@ import numpy as np
 from geo_gym import decision, sim
 from geo_gym.loading import start_episode
 from geo_gym.placement import NUM_RULES, RULE_NAMES
-from geo_gym.scenarios import Scenario, make_scenario
+from geo_gym.scenarios import Scenario, scenario_factory
 from geo_gym.uncertainty import UncertaintyConfig
 
 
@@ -181,6 +181,7 @@ class GeoPipeEnv(gym.Env):
         if warmup_scenario is not None and self.warmup_workloads:
             raise ValueError("give warmup_workloads or warmup_scenario, not both")
         self.warmup_scenario = warmup_scenario
+        self._make_scenario = scenario_factory(scenario, **self.scenario_kwargs)
         probe = self._make_scenario(0)
         self.num_regions = probe.cluster.num_regions
         self.max_jobs = int(max_jobs or len(probe.jobs))
@@ -196,11 +197,6 @@ class GeoPipeEnv(gym.Env):
         self.jobs: list = []
         self.current_scenario: Scenario | None = None
         self._scale = 1.0
-
-    def _make_scenario(self, seed: int) -> Scenario:
-        if isinstance(self.scenario, Scenario):
-            return self.scenario
-        return make_scenario(self.scenario, seed=seed, **self.scenario_kwargs)
 
     def _checked_scenario(self, seed: int) -> Scenario:
         scen = self._make_scenario(seed)

@@ -46,12 +46,12 @@ def start_episode(
         raise ValueError("give warmup_workloads or warmup_scenario, not both")
     scen = make(draw_workload_seed(rng))
     history = []
-    retrieval = isinstance(_predictor(unc), RetrievalPredictor)
+    derived = _derived(unc)
     for _ in range(1 if warmup_scenario is not None else warmup_workloads):
         seed = draw_workload_seed(rng)  # drawn either way: the episode's numbers stay put
         past = make(seed) if warmup_scenario is None else warmup_scenario
         u, frac = _fate_draws(rng, len(past.jobs))  # drawn either way, as above
-        if retrieval:  # the retrieval store is the only reader of the warm-up history
+        if derived.retrieval:  # the retrieval store is the only reader of the warm-up history
             spec = spec_columns(past.jobs)
             cl = past.cluster
             full = profile_columns(past.jobs, cl.gpu, past.stage_overhead, cl.intra_region_gbps)["iterations"]
@@ -63,8 +63,8 @@ def start_episode(
         # which the ``random`` scenario draws per seed; load() overwrites all state anyway.
         # Env cores keep theirs: their observation layout depends on it (load() raises).
         core = sim.allocate(1, k, 1)
-    core = sim.ensure(core, **required_sizes(scen, unc))
-    jobs = load(core, e, scen, rng, unc, history)
+    core = sim.ensure(core, len(scen.jobs), **derived.sizes)
+    jobs = _load(core, e, scen, rng, unc, derived, history)
     n = len(jobs)
     scale = float((core.full_iters[e, :n] * core.tk[e, :n]).sum() / 3600.0)
     return core, jobs, scen, scale
@@ -84,33 +84,46 @@ def job_metadata(job) -> JobMetadata:
     )
 
 
+class _Derived(NamedTuple):
+    """What loading needs of an uncertainty configuration, worked out once per configuration
+    (an env loads thousands of episodes with one)."""
+
+    predictor: object  # its stateless ``predict``; the retrieval history lives in the core
+    retrieval: bool  # a RetrievalPredictor: predictions are made in the core
+    random: bool  # some component reads ``draw_episode``'s numbers (planted failures aside)
+    settings: tuple  # sim.load_settings' arguments after (core, e)
+    sizes: dict  # required_sizes' part that does not depend on the workload
+
+
 @lru_cache(maxsize=64)
-def _predictor(unc: UncertaintyConfig):
-    """The configuration's predictor, built once: loading reads its settings and uses its
-    stateless ``predict``; the retrieval history lives in the core, not in this object."""
-    return unc.make_predictor()
-
-
-def _uses_draws(unc: UncertaintyConfig, planted: np.ndarray) -> bool:
-    """Whether any random component of the episode reads ``draw_episode``'s numbers. When
-    none does (the perfect world), loading skips spawning their generators; the results are
-    the same, and the workload stream, drawn from the parent generator, is untouched."""
-    return (
-        getattr(_predictor(unc), "uses_noise", False)
+def _derived(unc: UncertaintyConfig) -> _Derived:
+    pred = unc.make_predictor()
+    retrieval = isinstance(pred, RetrievalPredictor)
+    sizes = {"attempts": unc.max_attempts}
+    if retrieval:
+        sizes.update(store=pred.store.vecs.shape[0], dim=pred.vectorizer.dim)
+    return _Derived(
+        pred,
+        retrieval,
+        # When nothing reads the draws (the perfect world) loading does not draw them; the
+        # results are the same, and the workload stream, drawn from the parent generator,
+        # is untouched.
+        getattr(pred, "uses_noise", False)
         or unc.failure_rate_per_gpu_hour > 0
         or 0.0 < unc.tracker_detect_prob < 1.0
-        or unc.tracker_sigma() > 0
-        or bool(planted.any())
+        or unc.tracker_sigma() > 0,
+        (
+            unc.failure_rate_per_gpu_hour, unc.checkpoint_interval_hours, unc.gpus_per_failure,
+            unc.handler, *unc.handler_operating_point(), unc.diagnosis_delay_hours,
+            unc.manual_delay_hours,
+        ),
+        sizes,
     )
 
 
 def required_sizes(scenario: Scenario, unc: UncertaintyConfig) -> dict:
     """The core sizes ``load`` needs for this scenario and uncertainty configuration."""
-    sizes = {"max_jobs": len(scenario.jobs), "attempts": unc.max_attempts}
-    pred = _predictor(unc)
-    if isinstance(pred, RetrievalPredictor):
-        sizes.update(store=pred.store.vecs.shape[0], dim=pred.vectorizer.dim)
-    return sizes
+    return {"max_jobs": len(scenario.jobs), **_derived(unc).sizes}
 
 
 def load(
@@ -128,6 +141,10 @@ def load(
     (``ensure(core, **required_sizes(...))``)."""
     unc = uncertainty or UncertaintyConfig()
     rng = rng if rng is not None else np.random.default_rng(0)
+    return _load(core, e, scenario, rng, unc, _derived(unc), history)
+
+
+def _load(core, e, scenario, rng, unc, derived, history) -> list:
     cl = scenario.cluster
     k = cl.num_regions
     if core.cap.shape[1] != k:
@@ -151,14 +168,15 @@ def load(
         bad = jobs[int(min_gpus.argmax())]
         raise ValueError(f"job {bad.name!r}: min_gpus={bad.min_gpus} exceeds the cluster's {cl.total_gpus} GPUs")
     planted = spec["planted"]
-    if _uses_draws(unc, planted):
+    any_planted = bool(planted.any())
+    if derived.random or any_planted:
         drawn = _drawn_columns(draw_episode(rng, n, sizes["A"]), unc)
     else:
         drawn = _neutral_columns(n, sizes["A"], unc)
     full = prof["iterations"]
     iters = _apply_fates(*_fate_draws(rng, n), spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
-    pred_iters = _load_uncertainty(core, e, jobs, unc, drawn.pred_z, history, iters, full)
-    fail_e = _plant_failures(core, e, jobs, planted, drawn.fail_e)
+    pred_iters = _load_uncertainty(core, e, jobs, derived, drawn.pred_z, history, iters, full)
+    fail_e = _plant_failures(core, e, jobs, planted, drawn.fail_e) if any_planted else drawn.fail_e
     sim.load_jobs(
         core, e, spec["submit"], prof["work"], prof["mb"], full, iters, prof["act"],
         prof["k_target"],  # what the rules aim at: K*, or the request when smaller
@@ -230,19 +248,16 @@ def _apply_fates(u, frac, given, whole, full, early_end_rate):
     return out
 
 
-def _load_uncertainty(core, e, jobs, unc: UncertaintyConfig, pred_z, history, iters, full) -> np.ndarray:
+def _load_uncertainty(core, e, jobs, derived: _Derived, pred_z, history, iters, full) -> np.ndarray:
     """Write env e's predictor and failure settings (and the retrieval store, pre-filled by
     ``history``); returns the static predictions (zeros under retrieval, which predicts in
     the core when a job is submitted). ``iters``: what each job runs; ``full``: configured."""
     n = len(jobs)
     sizes = sim._sizes(core)
-    pred = _predictor(unc)
-    sim.load_settings(
-        core, e, unc.failure_rate_per_gpu_hour, unc.checkpoint_interval_hours, unc.gpus_per_failure,
-        unc.handler, *unc.handler_operating_point(), unc.diagnosis_delay_hours, unc.manual_delay_hours,
-    )
+    pred = derived.predictor
+    sim.load_settings(core, e, *derived.settings)
     pred_iters = np.zeros(n)
-    if isinstance(pred, RetrievalPredictor):
+    if derived.retrieval:
         core.pred_mode[e] = PRED_RETRIEVAL
         core.ret_k[e] = pred.k
         core.ret_thr[e] = pred.threshold

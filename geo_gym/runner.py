@@ -18,7 +18,7 @@ from gymnasium.utils import seeding
 from geo_gym import sim
 from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_columns, episode_summary
 from geo_gym.loading import start_episode
-from geo_gym.scenarios import Scenario, make_scenario
+from geo_gym.scenarios import Scenario, scenario_factory
 
 
 @dataclass
@@ -57,12 +57,7 @@ def simulate(
     env_kwargs["uncertainty"] = unc
     if hasattr(policy, "order_code") and hasattr(policy, "rule_code"):
         rng, _ = seeding.np_random(seed)
-
-        def make(s: int) -> Scenario:
-            if isinstance(scenario, Scenario):
-                return scenario
-            return make_scenario(scenario, seed=s, **scenario_kwargs)
-
+        make = scenario_factory(scenario, **scenario_kwargs)
         core, jobs, scen, _ = start_episode(
             sim.allocate(1, make(0).cluster.num_regions, 1), 0, make, rng, unc,
             env_kwargs.get("warmup_workloads", 0), env_kwargs.get("warmup_scenario"),

@@ -22,9 +22,9 @@ job-by-job loop's (``tests/test_loading.py``).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 
 import numba
 import numpy as np
@@ -260,19 +260,25 @@ def _parameters(fn) -> dict:
 
 def make_scenario(name: str | Scenario, seed: int = 0, **knobs) -> Scenario:
     """Build a named scenario; a ``Scenario`` passes through unchanged (knobs then forbidden)."""
+    return scenario_factory(name, **knobs)(seed)
+
+
+def scenario_factory(name: str | Scenario, **knobs) -> Callable[[int], Scenario]:
+    """``seed -> make_scenario(name, seed, **knobs)``, with the name and knobs checked once:
+    an env draws a workload per episode, and the checks cost as much as a small workload."""
     if isinstance(name, Scenario):
         if knobs:
             raise ValueError(f"knobs {sorted(knobs)} given with a ready-made Scenario")
-        return name
+        return lambda seed: name
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known scenarios: {scenario_names()}")
     fn = SCENARIOS[name]
     params = _parameters(fn)
-    bad = sorted(set(knobs) - set(params))
+    bad = sorted(set(knobs) - set(params) | {"seed"} & set(knobs))
     if bad:
         raise ValueError(
             f"scenario {name!r} has no knob(s) {bad}; its knobs: {sorted(set(params) - {'seed'})}"
         )
     if "seed" in params:
-        knobs["seed"] = seed
-    return fn(**knobs)
+        return partial(fn, **knobs)
+    return lambda seed: fn(**knobs)

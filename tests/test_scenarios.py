@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from geo_gym.cluster import Cluster, Region
-from geo_gym.scenarios import make_scenario, scenario_names
+from geo_gym.scenarios import make_scenario, scenario_factory, scenario_names
 
 
 def test_paper_default_loads_and_is_seeded():
@@ -35,6 +35,24 @@ def test_unknown_scenario_and_knob():
     assert "paper-default" in scenario_names()
     with pytest.raises(ValueError, match="no knob"):
         make_scenario("paper-fig1", num_jobs=3)
+
+
+def test_scenario_factory_checks_once_and_draws_as_make_scenario():
+    # Envs build their workloads through a factory checked at construction.
+    make = scenario_factory("random", num_regions=4, mean_interarrival=60.0)
+    for seed in (0, 7):
+        a, b = make(seed), make_scenario("random", seed, num_regions=4, mean_interarrival=60.0)
+        assert a.jobs == b.jobs and a.cluster.regions == b.cluster.regions
+        np.testing.assert_array_equal(a.cluster.bandwidth, b.cluster.bandwidth)
+    assert scenario_factory("paper-fig1")(5).jobs == make_scenario("paper-fig1").jobs  # no seed
+    ready = make_scenario("paper-default", seed=2)
+    assert scenario_factory(ready)(9) is ready
+    with pytest.raises(ValueError, match="no knob"):
+        scenario_factory("recurring", num_regions=3)
+    with pytest.raises(ValueError, match=r"no knob\(s\) \['seed'\]"):
+        scenario_factory("paper-default", seed=3)  # the seed is the factory's argument
+    with pytest.raises(ValueError, match="ready-made"):
+        scenario_factory(ready, num_jobs=3)
 
 
 def test_bad_cluster_input_names_field():
