@@ -93,6 +93,8 @@ class _Derived(NamedTuple):
     random: bool  # some component reads ``draw_episode``'s numbers (planted failures aside)
     settings: tuple  # sim.load_settings' arguments after (core, e)
     sizes: dict  # required_sizes' part that does not depend on the workload
+    tracker_sigma: float  # the Metric Tracker's log-normal sigma (found by bisection)
+    vectors: dict  # retrieval: memoised metadata vectors, see _metadata_vectors
 
 
 @lru_cache(maxsize=64)
@@ -118,6 +120,8 @@ def _derived(unc: UncertaintyConfig) -> _Derived:
             unc.manual_delay_hours,
         ),
         sizes,
+        unc.tracker_sigma(),
+        {},
     )
 
 
@@ -170,7 +174,7 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
     planted = spec["planted"]
     any_planted = bool(planted.any())
     if derived.random or any_planted:
-        drawn = _drawn_columns(draw_episode(rng, n, sizes["A"]), unc)
+        drawn = _drawn_columns(draw_episode(rng, n, sizes["A"]), unc, derived.tracker_sigma)
     else:
         drawn = _neutral_columns(n, sizes["A"], unc)
     full = prof["iterations"]
@@ -198,10 +202,10 @@ class _DrawnColumns(NamedTuple):
     track_zs: np.ndarray  # (n,) ... and on the step time
 
 
-def _drawn_columns(draws: EpisodeDraws, unc: UncertaintyConfig) -> _DrawnColumns:
+def _drawn_columns(draws: EpisodeDraws, unc: UncertaintyConfig, sigma: float) -> _DrawnColumns:
     """The draws turned into what the core reads: repair times (log-normal), the tracker's
-    detection and its error factors, by the configuration's parameters."""
-    sigma = unc.tracker_sigma()
+    detection and its error factors (``sigma``: ``unc.tracker_sigma()``), by the
+    configuration's parameters."""
     return _DrawnColumns(
         draws.pred_z,
         draws.fail_e,
@@ -217,7 +221,7 @@ def _drawn_columns(draws: EpisodeDraws, unc: UncertaintyConfig) -> _DrawnColumns
 def _neutral_columns(n: int, attempts: int, unc: UncertaintyConfig) -> _DrawnColumns:
     """``_drawn_columns`` of the neutral draws: constants of the configuration, built once
     (read-only)."""
-    out = _drawn_columns(neutral_draws(n, attempts), unc)
+    out = _drawn_columns(neutral_draws(n, attempts), unc, unc.tracker_sigma())
     for a in out:
         a.setflags(write=False)
     return out
@@ -265,10 +269,11 @@ def _load_uncertainty(core, e, jobs, derived: _Derived, pred_z, history, iters, 
         core.ret_fallback[e] = FALLBACK_USER if pred.fallback == "user-estimate" else FALLBACK_STORE_MEAN
         d = pred.vectorizer.dim
         if n:
-            core.meta_vec[e, :n, :d] = pred.vectorizer.transform([job_metadata(j) for j in jobs])
+            core.meta_vec[e, :n, :d] = _metadata_vectors(jobs, derived)
+            core.meta_vec[e, :n, d:] = 0.0  # a core sized for a wider vectoriser
+        vec = np.zeros(sizes["D"], np.float32)
         for spec, executed in history or []:
-            vec = np.zeros(sizes["D"], np.float32)
-            vec[:d] = pred.vectorizer.transform([job_metadata(spec)])[0]
+            vec[:d] = _metadata_vectors((spec,), derived)[0]
             value = executed if pred.record == "actual" else profile(spec).iterations
             core.n_store[e] = store_append(
                 core.store_vecs[e], core.store_vals[e], core.n_store[e], vec, float(value)
@@ -277,6 +282,33 @@ def _load_uncertainty(core, e, jobs, derived: _Derived, pred_z, history, iters, 
         values = pred.predict([None] * n, user_estimate=full, actual=iters, z=pred_z)
         pred_iters = np.maximum(np.asarray(values, dtype=float), sim.MIN_PRED_ITERS)
     return pred_iters
+
+
+_VECTOR_MEMO_SIZE = 1 << 16  # metadata vectors kept per configuration (256 B each)
+
+
+def _metadata_vectors(jobs, derived: _Derived) -> np.ndarray:
+    """The jobs' metadata vectors, (n, dim), memoised per configuration: the vectoriser hashes
+    tokens in Python (about 40 us a job), and workloads repeat their metadata (recurring
+    templates, the catalog's models and datasets). Each row depends only on its own record,
+    so a memoised row equals a freshly computed one. A JobTable's rows are keyed by what
+    their metadata is made of (model, dataset, user, template), without building JobSpecs."""
+    memo = derived.vectors
+    if isinstance(jobs, JobTable):
+        cols = (jobs.model, jobs.dataset, jobs.user, jobs.template)
+        keys = list(zip(*(c.tolist() for c in cols), strict=True))
+    else:
+        keys = [job_metadata(j) for j in jobs]
+    missing = {}  # key -> first job with it
+    for i, key in enumerate(keys):
+        if key not in memo and key not in missing:
+            missing[key] = i
+    if missing:
+        if len(memo) + len(missing) > _VECTOR_MEMO_SIZE:
+            memo.clear()
+        records = [job_metadata(jobs.spec(i)) if isinstance(jobs, JobTable) else key for key, i in missing.items()]
+        memo.update(zip(missing, derived.predictor.vectorizer.transform(records), strict=True))
+    return np.array([memo[key] for key in keys], dtype=np.float32).reshape(len(keys), -1)
 
 
 # --------------------------------------------------------------- trace-driven failures (traces/)

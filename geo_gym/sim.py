@@ -305,7 +305,9 @@ def load_jobs(
 @_jit
 def load_settings(c, e, fail_rate, ckpt_h, gpus_per_failure, handler_on, tpr, fpr, diag_h, manual_h):
     """Write env e's failure and failure-handler settings, and clear its predictor to the
-    static mode with an empty retrieval store (``loading`` sets retrieval up after this)."""
+    static mode with an empty retrieval store (``loading`` sets retrieval up after this).
+    The store's rows are left as they are: only the first ``n_store`` are ever read, and
+    clearing a store of thousands of rows took longer than the rest of a load."""
     c.fail_rate[e] = fail_rate
     c.ckpt_h[e] = ckpt_h
     c.gpus_per_failure[e] = gpus_per_failure
@@ -316,10 +318,7 @@ def load_settings(c, e, fail_rate, ckpt_h, gpus_per_failure, handler_on, tpr, fp
     c.manual_h[e] = manual_h
     c.pred_mode[e] = PRED_STATIC
     c.pred_hit[e] = False
-    c.store_vecs[e] = 0.0
-    c.store_vals[e] = 0.0
     c.n_store[e] = 0
-    c.meta_vec[e] = 0.0
 
 
 @_jit

@@ -228,10 +228,11 @@ class JobTable(Sequence):
     def specs(self) -> tuple[JobSpec, ...]:
         """The jobs as ``JobSpec`` objects (validated as any JobSpec), built once."""
         if self._specs is None:
-            self._specs = tuple(self._spec(i) for i in range(len(self)))
+            self._specs = tuple(self.spec(i) for i in range(len(self)))
         return self._specs
 
-    def _spec(self, i: int) -> JobSpec:
+    def spec(self, i: int) -> JobSpec:
+        """Job i as a ``JobSpec``, built without the others."""
         m = catalog.PAPER_MODELS[self.model[i]]
         u, t = int(self.user[i]), int(self.template[i])
         fate = float(self.fate_fraction[i])

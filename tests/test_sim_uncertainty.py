@@ -10,7 +10,7 @@ from geo_gym import catalog, loading, sim
 from geo_gym.cluster import Cluster, Region
 from geo_gym.env import GeoPipeEnv
 from geo_gym.placement import RULE_PATHFINDER
-from geo_gym.scenarios import Scenario
+from geo_gym.scenarios import Scenario, make_scenario
 from geo_gym.uncertainty import UncertaintyConfig
 from geo_gym.workload import JobSpec
 
@@ -136,3 +136,30 @@ def test_schedmate_sjf_runs_with_its_own_predictor_and_handler():
     res = geo_gym.simulate("random", pol, seed=2, scenario_kwargs={"num_regions": 4},
                            env_kwargs={"uncertainty": "realistic"})
     assert res.summary["num_jobs"] == len(res.jobs)
+
+
+def test_metadata_vectors_are_memoised_to_the_same_bits():
+    derived = loading._derived(UncertaintyConfig(predictor="schedmate"))
+    table = make_scenario("recurring", seed=3, num_jobs=40).jobs
+    fresh = derived.predictor.vectorizer.transform([loading.job_metadata(j) for j in table])
+    # keyed by the table's rows, by metadata records, then from the memo
+    for jobs in (table, tuple(table), table):
+        np.testing.assert_array_equal(loading._metadata_vectors(jobs, derived), fresh.astype(np.float32))
+
+
+def test_a_reused_env_forgets_the_last_episodes_retrieval_store():
+    # Loading resets only the store's count, not its rows: nothing may read past the count.
+    def run(env, seed):
+        obs, info = env.reset(seed=seed)
+        out, done = [obs], False
+        while not done:
+            obs, reward, done, _, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+            out += [obs, reward]
+        return out
+
+    kwargs = dict(scenario="recurring", scenario_kwargs={"num_jobs": 20}, uncertainty="schedmate")
+    used = GeoPipeEnv(**kwargs)
+    run(used, 1)
+    assert used.core.n_store[0] == 20
+    for a, b in zip(run(used, 2), run(GeoPipeEnv(**kwargs), 2), strict=True):
+        np.testing.assert_array_equal(a, b)
