@@ -276,7 +276,7 @@ def _load_uncertainty(core, e, jobs, derived: _Derived, pred_z, history, iters, 
             vec[:d] = _metadata_vectors((spec,), derived)[0]
             value = executed if pred.record == "actual" else profile(spec).iterations
             core.n_store[e] = store_append(
-                core.store_vecs[e], core.store_vals[e], core.n_store[e], vec, float(value)
+                core.store_vecs[e], core.store_norms[e], core.store_vals[e], core.n_store[e], vec, float(value)
             )
     else:
         values = pred.predict([None] * n, user_estimate=full, actual=iters, z=pred_z)

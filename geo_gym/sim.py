@@ -134,6 +134,7 @@ _DYNAMIC = {
     "area": ("", np.float64),  # integral of (jobs in system) dt: sum of JCT once all end
     "spent": ("", np.float64),  # electricity spent so far, $
     "store_vecs": ("SD", np.float32),
+    "store_norms": ("S", np.float64),
     "store_vals": ("S", np.float64),
     "n_store": ("", np.int64),
 }
@@ -328,7 +329,8 @@ def _predict_on_submit(c, e, j):
     if c.pred_mode[e] != PRED_RETRIEVAL:
         return
     est, m = retrieval_estimate(
-        c.meta_vec[e, j], c.store_vecs[e], c.store_vals[e], c.n_store[e], c.ret_k[e], c.ret_thr[e]
+        c.meta_vec[e, j], c.store_vecs[e], c.store_norms[e], c.store_vals[e], c.n_store[e], c.ret_k[e],
+        c.ret_thr[e],
     )
     if m > 0:
         c.pred_iters[e, j] = max(est, MIN_PRED_ITERS)
@@ -416,7 +418,7 @@ def _complete(c, e, j):
     if c.pred_mode[e] == PRED_RETRIEVAL:
         value = c.iters[e, j] if c.ret_record_actual[e] else c.full_iters[e, j]
         c.n_store[e] = store_append(
-            c.store_vecs[e], c.store_vals[e], c.n_store[e], c.meta_vec[e, j], value
+            c.store_vecs[e], c.store_norms[e], c.store_vals[e], c.n_store[e], c.meta_vec[e, j], value
         )
 
 

@@ -7,6 +7,7 @@ from geo_gym.uncertainty.metadata import SPARSE_FIELDS, JobMetadata, vectorize
 from geo_gym.uncertainty.predictors import (
     PREDICTORS,
     HistoryStore,
+    cosine_similarities,
     error_cdf,
     make_predictor,
     retrieval_estimate,
@@ -73,11 +74,11 @@ def test_retrieval_finds_planted_similar_jobs():
     vals = np.array([10.0, 12.0, 14.0, 100.0, 200.0, 300.0, 400.0])
     vecs = vectorize(store)
     cap = 16
-    sv, sval, n = np.zeros((cap, vecs.shape[1]), np.float32), np.zeros(cap), 0
+    sv, norms, sval, n = np.zeros((cap, vecs.shape[1]), np.float32), np.zeros(cap), np.zeros(cap), 0
     for v, x in zip(vecs, vals, strict=True):
-        n = store_append(sv, sval, n, v, x)
+        n = store_append(sv, norms, sval, n, v, x)
     q = vectorize([_meta(99)])[0]
-    est, m = retrieval_estimate(q, sv, sval, n, 3, 0.8)
+    est, m = retrieval_estimate(q, sv, norms, sval, n, 3, 0.8)
     assert m == 3 and est == pytest.approx(12.0)
     # Same through the Python class.
     p = make_predictor("retrieval", k=3, threshold=0.8)
@@ -88,17 +89,55 @@ def test_retrieval_finds_planted_similar_jobs():
 
 def test_retrieval_falls_back_when_nothing_is_similar():
     vecs = vectorize([_meta(0)])
-    sv, sval = np.zeros((4, vecs.shape[1]), np.float32), np.zeros(4)
-    n = store_append(sv, sval, 0, vecs[0], 10.0)
+    sv, norms, sval = np.zeros((4, vecs.shape[1]), np.float32), np.zeros(4), np.zeros(4)
+    n = store_append(sv, norms, sval, 0, vecs[0], 10.0)
     q = vectorize([_meta(1, family="gpt", size_b=0.35, dataset="pile", task="pretrain",
                          user="bob", gpus=1, name="bob-x-1")])[0]
-    est, m = retrieval_estimate(q, sv, sval, n, 3, 0.8)
+    est, m = retrieval_estimate(q, sv, norms, sval, n, 3, 0.8)
     assert m == 0 and np.isnan(est)
-    assert retrieval_predict(q, sv, sval, n, 3, 0.8, 42.0) == (42.0, 0)
-    assert retrieval_estimate(q, sv, sval, 0, 3, -1.0)[1] == 0  # empty store
+    assert retrieval_predict(q, sv, norms, sval, n, 3, 0.8, 42.0) == (42.0, 0)
+    assert retrieval_estimate(q, sv, norms, sval, 0, 3, -1.0)[1] == 0  # empty store
     p = make_predictor("schedmate")
     assert p.predict([_meta(1)], np.array([7.5]))[0] == 7.5  # empty store -> user estimate
     assert p.last_n_matches[0] == 0
+
+
+def _random_store(rng, rows, dim=16):
+    """A HistoryStore of sparse vectors with repeated rows (tied similarities), as hashed
+    metadata gives: a few templates, each stored many times."""
+    templates = rng.normal(size=(6, dim)) * (rng.random((6, dim)) < 0.3)
+    store = HistoryStore.empty(rows + 3, dim)  # rows + 3: the ring does not wrap
+    store.append(templates[rng.integers(0, 6, rows)], rng.exponential(50.0, rows))
+    return store, templates
+
+
+def test_cosine_similarities_are_those_of_the_full_vectors():
+    rng = np.random.default_rng(0)
+    s, templates = _random_store(rng, 40)
+    for q in [templates[2], rng.normal(size=16), np.zeros(16)]:
+        q = q.astype(np.float32)
+        vecs, q64 = s.vecs.astype(float), q.astype(float)
+        full = vecs @ q64 / np.maximum(np.linalg.norm(vecs, axis=1) * np.linalg.norm(q64), 1e-300)
+        np.testing.assert_allclose(cosine_similarities(q, s.vecs, s.norms, s.n), full[: s.n], atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [1, 3, 16, 17, 40])
+def test_top_k_takes_the_most_similar_ties_to_the_lower_row(k):
+    # Either branch (one pass for k <= 16, a stable sort above) must equal this reference,
+    # to the bit: rows by similarity, then row, above the threshold, summed in that order.
+    rng = np.random.default_rng(k)
+    for trial in range(20):
+        s, templates = _random_store(rng, int(rng.integers(1, 60)))
+        q = (templates[trial % 6] + (trial % 3) * 0.1 * rng.normal(size=16)).astype(np.float32)
+        thr = float(rng.choice([-1.0, 0.0, 0.5, 0.9]))
+        sims = cosine_similarities(q, s.vecs, s.norms, s.n)
+        taken = [i for i in sorted(range(s.n), key=lambda i: (-sims[i], i)) if sims[i] >= thr][:k]
+        total = 0.0
+        for i in taken:
+            total += s.vals[i]
+        est, m = retrieval_estimate(q, s.vecs, s.norms, s.vals, s.n, k, thr)
+        assert m == len(taken)
+        assert (np.isnan(est) and not taken) or est == total / m
 
 
 def test_store_is_a_ring_buffer():

@@ -50,45 +50,58 @@ DEFAULT_STORE_CAPACITY = 8192
 
 
 @_jit
-def store_append(store_vecs, store_vals, n_store, vec, val):
+def store_append(store_vecs, store_norms, store_vals, n_store, vec, val):
     """Record one finished job; returns the new ``n_store``.
 
     ``n_store`` counts every job ever appended. The store is a ring buffer of capacity
     ``store_vecs.shape[0]``: once full, the oldest job is overwritten, so the store holds the
     most recent ``cap`` finished jobs (recurring workloads make recent history the most
-    relevant, and a fixed capacity keeps the core allocation-free).
+    relevant, and a fixed capacity keeps the core allocation-free). ``store_norms`` keeps
+    each row's L2 norm, so that a query does not recompute it for every stored row.
     """
     cap = store_vecs.shape[0]
     row = n_store % cap
+    sn = 0.0
     for j in range(store_vecs.shape[1]):
         store_vecs[row, j] = vec[j]
+        s = float(store_vecs[row, j])  # the stored (float32) value
+        sn += s * s
+    store_norms[row] = np.sqrt(sn)
     store_vals[row] = val
     return n_store + 1
 
 
 @_jit
-def cosine_similarities(query, store_vecs, n_valid):
-    """Cosine similarity of ``query`` to the first ``n_valid`` rows (0 for zero vectors)."""
+def cosine_similarities(query, store_vecs, store_norms, n_valid):
+    """Cosine similarity of ``query`` to the first ``n_valid`` rows (0 for zero vectors).
+
+    Only the query's non-zero entries enter the dot products: hashed metadata vectors have a
+    dozen of 64, and a zero entry adds a zero, which leaves every sum as it is (at most the
+    sign of an exact zero changes, and -0.0 and 0.0 compare equal)."""
     dim = query.shape[0]
+    nonzero = np.empty(dim, np.int64)
+    m = 0
     qn = 0.0
     for j in range(dim):
         qn += float(query[j]) * float(query[j])
+        if query[j] != 0:
+            nonzero[m] = j
+            m += 1
     qn = np.sqrt(qn)
     sims = np.zeros(n_valid)
     for i in range(n_valid):
         dot = 0.0
-        sn = 0.0
-        for j in range(dim):
-            s = float(store_vecs[i, j])
-            dot += float(query[j]) * s
-            sn += s * s
+        for t in range(m):
+            j = nonzero[t]
+            dot += float(query[j]) * float(store_vecs[i, j])
+        sn = store_norms[i]
         if qn > 0.0 and sn > 0.0:
-            sims[i] = dot / (qn * np.sqrt(sn))
+            sims[i] = dot / (qn * sn)
     return sims
 
 
 @_jit
-def retrieval_estimate(query, store_vecs, store_vals, n_store, k, threshold):
+def retrieval_estimate(query, store_vecs, store_norms, store_vals, n_store, k, threshold):
     """Mean value of the top-k stored jobs with cosine similarity >= ``threshold``.
 
     Returns ``(estimate, n_matches)``; ``n_matches`` is 0 and the estimate NaN when no stored
@@ -99,24 +112,30 @@ def retrieval_estimate(query, store_vecs, store_vals, n_store, k, threshold):
     n_valid = min(n_store, store_vecs.shape[0])
     if n_valid <= 0 or k <= 0:
         return np.nan, 0
-    sims = cosine_similarities(query, store_vecs, n_valid)
+    sims = cosine_similarities(query, store_vecs, store_norms, n_valid)
     total = 0.0
     m = 0
     if k <= 16:
-        # Repeated arg-max: O(k n), cheaper than a sort for the small k retrieval uses.
-        taken = np.zeros(n_valid, dtype=np.bool_)
-        while m < k:
-            best = -1
-            best_sim = -np.inf
-            for i in range(n_valid):
-                if not taken[i] and sims[i] >= threshold and sims[i] > best_sim:
-                    best = i
-                    best_sim = sims[i]
-            if best < 0:
-                break
-            taken[best] = True
-            total += store_vals[best]
-            m += 1
+        # One pass keeping the best k so far in order of similarity, then row: cheaper than
+        # a sort for the small k retrieval uses. A later row displaces only a strictly more
+        # similar one, so ties go to the lower row, and the total is summed in the order a
+        # stable sort would give.
+        best_row = np.empty(k, np.int64)
+        best_sim = np.empty(k)
+        for i in range(n_valid):
+            s = sims[i]
+            if s < threshold or (m == k and s <= best_sim[k - 1]):
+                continue
+            p = min(m, k - 1)  # the free slot, or the least similar one, which drops out
+            while p > 0 and best_sim[p - 1] < s:
+                best_sim[p] = best_sim[p - 1]
+                best_row[p] = best_row[p - 1]
+                p -= 1
+            best_sim[p] = s
+            best_row[p] = i
+            m = min(m + 1, k)
+        for t in range(m):
+            total += store_vals[best_row[t]]
     else:
         # Stable sort: equal similarities keep row order, matching the arg-max branch.
         order = np.argsort(-sims, kind="mergesort")
@@ -131,9 +150,9 @@ def retrieval_estimate(query, store_vecs, store_vals, n_store, k, threshold):
 
 
 @_jit
-def retrieval_predict(query, store_vecs, store_vals, n_store, k, threshold, fallback):
+def retrieval_predict(query, store_vecs, store_norms, store_vals, n_store, k, threshold, fallback):
     """:func:`retrieval_estimate` with the fallback value applied; returns (value, n_matches)."""
-    est, m = retrieval_estimate(query, store_vecs, store_vals, n_store, k, threshold)
+    est, m = retrieval_estimate(query, store_vecs, store_norms, store_vals, n_store, k, threshold)
     if m == 0:
         return fallback, 0
     return est, m
@@ -237,6 +256,7 @@ class HistoryStore:
     """Arrays of the retrieval history (ring buffer, see :func:`store_append`)."""
 
     vecs: np.ndarray  # (cap, dim) float32
+    norms: np.ndarray  # (cap,) float64, each row's L2 norm
     vals: np.ndarray  # (cap,) float64
     n: int = 0  # jobs ever appended
 
@@ -244,7 +264,7 @@ class HistoryStore:
     def empty(cls, capacity: int, dim: int) -> HistoryStore:
         if capacity < 1:
             raise ValueError(f"store capacity must be >= 1, got {capacity}")
-        return cls(np.zeros((capacity, dim), np.float32), np.zeros(capacity), 0)
+        return cls(np.zeros((capacity, dim), np.float32), np.zeros(capacity), np.zeros(capacity), 0)
 
     @property
     def size(self) -> int:
@@ -254,7 +274,7 @@ class HistoryStore:
         vecs = np.asarray(vecs, dtype=np.float32)
         vals = np.asarray(vals, dtype=float)
         for i in range(vecs.shape[0]):
-            self.n = store_append(self.vecs, self.vals, self.n, vecs[i], vals[i])
+            self.n = store_append(self.vecs, self.norms, self.vals, self.n, vecs[i], vals[i])
 
 
 class RetrievalPredictor(DurationPredictor):
@@ -321,7 +341,7 @@ class RetrievalPredictor(DurationPredictor):
         s = self.store
         for i in range(n):
             out[i], matches[i] = retrieval_predict(
-                q[i], s.vecs, s.vals, s.n, self.k, self.threshold, fb[i]
+                q[i], s.vecs, s.norms, s.vals, s.n, self.k, self.threshold, fb[i]
             )
         self.last_n_matches = matches
         return out
