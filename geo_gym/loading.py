@@ -103,7 +103,7 @@ def _derived(unc: UncertaintyConfig) -> _Derived:
     retrieval = isinstance(pred, RetrievalPredictor)
     sizes = {"attempts": unc.max_attempts}
     if retrieval:
-        sizes.update(store=pred.store.vecs.shape[0], dim=pred.vectorizer.dim)
+        sizes.update(store=pred.store.vals.shape[0], dim=pred.vectorizer.dim)
     return _Derived(
         pred,
         retrieval,

@@ -133,7 +133,7 @@ _DYNAMIC = {
     "cost": ("J", np.float64),
     "area": ("", np.float64),  # integral of (jobs in system) dt: sum of JCT once all end
     "spent": ("", np.float64),  # electricity spent so far, $
-    "store_vecs": ("SD", np.float32),
+    "store_vecs": ("DS", np.float32),  # one column per stored job (predictors.store_append)
     "store_norms": ("S", np.float64),
     "store_vals": ("S", np.float64),
     "n_store": ("", np.int64),
@@ -200,7 +200,7 @@ def _sizes(core: Core) -> dict[str, int]:
         "J": core.submit.shape[1],
         "A": core.fail_e.shape[2],
         "S": core.store_vals.shape[1],
-        "D": core.store_vecs.shape[2],
+        "D": core.store_vecs.shape[1],
     }
 
 
@@ -208,7 +208,7 @@ def ensure(core: Core, max_jobs: int = 0, attempts: int = 0, store: int = 0, dim
     """``core`` if it is large enough, else a larger copy with the same state."""
     if (
         max_jobs <= core.submit.shape[1] and attempts <= core.fail_e.shape[2]
-        and store <= core.store_vals.shape[1] and dim <= core.store_vecs.shape[2]
+        and store <= core.store_vals.shape[1] and dim <= core.store_vecs.shape[1]
     ):
         return core  # the common case (every episode checks), without building dicts
     old = _sizes(core)

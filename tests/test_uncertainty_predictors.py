@@ -74,7 +74,7 @@ def test_retrieval_finds_planted_similar_jobs():
     vals = np.array([10.0, 12.0, 14.0, 100.0, 200.0, 300.0, 400.0])
     vecs = vectorize(store)
     cap = 16
-    sv, norms, sval, n = np.zeros((cap, vecs.shape[1]), np.float32), np.zeros(cap), np.zeros(cap), 0
+    sv, norms, sval, n = np.zeros((vecs.shape[1], cap), np.float32), np.zeros(cap), np.zeros(cap), 0
     for v, x in zip(vecs, vals, strict=True):
         n = store_append(sv, norms, sval, n, v, x)
     q = vectorize([_meta(99)])[0]
@@ -89,7 +89,7 @@ def test_retrieval_finds_planted_similar_jobs():
 
 def test_retrieval_falls_back_when_nothing_is_similar():
     vecs = vectorize([_meta(0)])
-    sv, norms, sval = np.zeros((4, vecs.shape[1]), np.float32), np.zeros(4), np.zeros(4)
+    sv, norms, sval = np.zeros((vecs.shape[1], 4), np.float32), np.zeros(4), np.zeros(4)
     n = store_append(sv, norms, sval, 0, vecs[0], 10.0)
     q = vectorize([_meta(1, family="gpt", size_b=0.35, dataset="pile", task="pretrain",
                          user="bob", gpus=1, name="bob-x-1")])[0]
@@ -116,7 +116,7 @@ def test_cosine_similarities_are_those_of_the_full_vectors():
     s, templates = _random_store(rng, 40)
     for q in [templates[2], rng.normal(size=16), np.zeros(16)]:
         q = q.astype(np.float32)
-        vecs, q64 = s.vecs.astype(float), q.astype(float)
+        vecs, q64 = s.vecs.T.astype(float), q.astype(float)
         full = vecs @ q64 / np.maximum(np.linalg.norm(vecs, axis=1) * np.linalg.norm(q64), 1e-300)
         np.testing.assert_allclose(cosine_similarities(q, s.vecs, s.norms, s.n), full[: s.n], atol=1e-12)
 

@@ -54,17 +54,18 @@ def store_append(store_vecs, store_norms, store_vals, n_store, vec, val):
     """Record one finished job; returns the new ``n_store``.
 
     ``n_store`` counts every job ever appended. The store is a ring buffer of capacity
-    ``store_vecs.shape[0]``: once full, the oldest job is overwritten, so the store holds the
+    ``store_vals.shape[0]``: once full, the oldest job is overwritten, so the store holds the
     most recent ``cap`` finished jobs (recurring workloads make recent history the most
-    relevant, and a fixed capacity keeps the core allocation-free). ``store_norms`` keeps
-    each row's L2 norm, so that a query does not recompute it for every stored row.
+    relevant, and a fixed capacity keeps the core allocation-free). ``store_vecs`` is
+    (dim, cap), one column per job, so that a query streams down contiguous columns;
+    ``store_norms`` keeps each job's L2 norm, so that a query does not recompute it.
     """
-    cap = store_vecs.shape[0]
+    cap = store_vals.shape[0]
     row = n_store % cap
     sn = 0.0
-    for j in range(store_vecs.shape[1]):
-        store_vecs[row, j] = vec[j]
-        s = float(store_vecs[row, j])  # the stored (float32) value
+    for j in range(store_vecs.shape[0]):
+        store_vecs[j, row] = vec[j]
+        s = float(store_vecs[j, row])  # the stored (float32) value
         sn += s * s
     store_norms[row] = np.sqrt(sn)
     store_vals[row] = val
@@ -73,30 +74,28 @@ def store_append(store_vecs, store_norms, store_vals, n_store, vec, val):
 
 @_jit
 def cosine_similarities(query, store_vecs, store_norms, n_valid):
-    """Cosine similarity of ``query`` to the first ``n_valid`` rows (0 for zero vectors).
+    """Cosine similarity of ``query`` to the first ``n_valid`` stored jobs (0 for zero vectors).
 
     Only the query's non-zero entries enter the dot products: hashed metadata vectors have a
     dozen of 64, and a zero entry adds a zero, which leaves every sum as it is (at most the
-    sign of an exact zero changes, and -0.0 and 0.0 compare equal)."""
+    sign of an exact zero changes, and -0.0 and 0.0 compare equal). Each job's products are
+    added in entry order, as a row-by-row loop would; the loop over jobs is the inner one, over
+    a contiguous column, which the compiler vectorises."""
     dim = query.shape[0]
-    nonzero = np.empty(dim, np.int64)
-    m = 0
     qn = 0.0
     for j in range(dim):
         qn += float(query[j]) * float(query[j])
-        if query[j] != 0:
-            nonzero[m] = j
-            m += 1
     qn = np.sqrt(qn)
     sims = np.zeros(n_valid)
+    for j in range(dim):
+        if query[j] != 0:
+            qj = float(query[j])
+            column = store_vecs[j]
+            for i in range(n_valid):
+                sims[i] += qj * float(column[i])
     for i in range(n_valid):
-        dot = 0.0
-        for t in range(m):
-            j = nonzero[t]
-            dot += float(query[j]) * float(store_vecs[i, j])
         sn = store_norms[i]
-        if qn > 0.0 and sn > 0.0:
-            sims[i] = dot / (qn * sn)
+        sims[i] = sims[i] / (qn * sn) if qn > 0.0 and sn > 0.0 else 0.0
     return sims
 
 
@@ -109,7 +108,7 @@ def retrieval_estimate(query, store_vecs, store_norms, store_vals, n_store, k, t
     lower row, so results are deterministic. ``n_store`` is the append count of
     :func:`store_append` (valid rows: ``min(n_store, cap)``).
     """
-    n_valid = min(n_store, store_vecs.shape[0])
+    n_valid = min(n_store, store_vals.shape[0])
     if n_valid <= 0 or k <= 0:
         return np.nan, 0
     sims = cosine_similarities(query, store_vecs, store_norms, n_valid)
@@ -255,7 +254,7 @@ class UserEstimatePredictor(DurationPredictor):
 class HistoryStore:
     """Arrays of the retrieval history (ring buffer, see :func:`store_append`)."""
 
-    vecs: np.ndarray  # (cap, dim) float32
+    vecs: np.ndarray  # (dim, cap) float32: one column per job
     norms: np.ndarray  # (cap,) float64, each row's L2 norm
     vals: np.ndarray  # (cap,) float64
     n: int = 0  # jobs ever appended
@@ -264,11 +263,11 @@ class HistoryStore:
     def empty(cls, capacity: int, dim: int) -> HistoryStore:
         if capacity < 1:
             raise ValueError(f"store capacity must be >= 1, got {capacity}")
-        return cls(np.zeros((capacity, dim), np.float32), np.zeros(capacity), np.zeros(capacity), 0)
+        return cls(np.zeros((dim, capacity), np.float32), np.zeros(capacity), np.zeros(capacity), 0)
 
     @property
     def size(self) -> int:
-        return min(self.n, self.vecs.shape[0])
+        return min(self.n, self.vals.shape[0])
 
     def append(self, vecs: np.ndarray, vals) -> None:
         vecs = np.asarray(vecs, dtype=np.float32)
