@@ -83,6 +83,7 @@ from geo_gym.loading import start_episode
 from geo_gym.placement import NUM_RULES, RULE_NAMES
 from geo_gym.scenarios import Scenario, scenario_factory
 from geo_gym.uncertainty import UncertaintyConfig
+from geo_gym.workload import label_columns
 
 
 def as_uncertainty(uncertainty) -> UncertaintyConfig:
@@ -117,9 +118,7 @@ def episode_columns(core: sim.Core, e: int, jobs: list, region_names) -> dict[st
     bounds = np.concatenate([[0], np.cumsum(plen)]).tolist()
     spans = list(zip(bounds[:-1], bounds[1:], strict=True))
     return {
-        "name": [job.name for job in jobs],
-        "model": [job.model.name for job in jobs],
-        "dataset": [job.dataset.name for job in jobs],
+        **label_columns(jobs),
         "submit_h": (submit / 3600.0).tolist(),
         "start_h": (start / 3600.0).tolist(),
         "end_h": (end / 3600.0).tolist(),

@@ -264,6 +264,24 @@ class JobTable(Sequence):
         return f"JobTable({len(self)} catalog jobs)"
 
 
+def label_columns(jobs: Sequence[JobSpec]) -> dict[str, list[str]]:
+    """Each job's name, model name and dataset name, as lists (result tables). A ``JobTable``
+    answers without building JobSpecs, with the names its JobSpecs would have."""
+    if isinstance(jobs, JobTable):
+        models = [catalog.PAPER_MODELS[m].name for m in jobs.model.tolist()]
+        rows = zip(models, jobs.user.tolist(), jobs.template.tolist(), strict=True)
+        return {
+            "name": [jobs.name_format.format(i=i + 1, model=m, user=u, template=t) for i, (m, u, t) in enumerate(rows)],
+            "model": models,
+            "dataset": [catalog.PAPER_DATASETS[d].name for d in jobs.dataset.tolist()],
+        }
+    return {
+        "name": [job.name for job in jobs],
+        "model": [job.model.name for job in jobs],
+        "dataset": [job.dataset.name for job in jobs],
+    }
+
+
 def spec_columns(jobs: Sequence[JobSpec]) -> dict[str, np.ndarray]:
     """The per-job settings loading needs, as columns: submit, min_gpus, fate_fraction (NaN:
     none given), whole (runs whole iterations: no explicit ``iterations``), planted (has

@@ -9,7 +9,7 @@ from geo_gym.catalog import GPUType
 from geo_gym.env import as_uncertainty
 from geo_gym.loading import load, required_sizes
 from geo_gym.scenarios import Scenario, _templates, make_scenario
-from geo_gym.workload import JobSpec, JobTable, constant, profile, profile_columns, spec_columns
+from geo_gym.workload import JobSpec, JobTable, constant, label_columns, profile, profile_columns, spec_columns
 
 
 def small_table(**overrides) -> JobTable:
@@ -33,6 +33,15 @@ def test_job_table_is_the_tuple_of_its_jobspecs():
     )
     assert specs[1].metadata == {"user": "user2", "name": "template7"}
     assert specs[0].metadata == {} and specs[0].fate_fraction is None
+
+
+@pytest.mark.parametrize("name", ["paper-default", "random", "recurring"])
+def test_label_columns_of_a_table_are_its_jobspecs_names(name):
+    table = make_scenario(name, seed=5).jobs
+    fast = label_columns(table)
+    assert table._specs is None  # answered from the columns
+    assert fast == label_columns(tuple(table))  # JobSpec by JobSpec
+    assert fast["name"][0] == table[0].name and len(fast["dataset"]) == len(table)
 
 
 @pytest.mark.parametrize("override, words", [
