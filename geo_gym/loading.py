@@ -303,12 +303,16 @@ def _metadata_vectors(jobs, derived: _Derived) -> np.ndarray:
     for i, key in enumerate(keys):
         if key not in memo and key not in missing:
             missing[key] = i
+    fresh = {}
     if missing:
-        if len(memo) + len(missing) > _VECTOR_MEMO_SIZE:
-            memo.clear()
         records = [job_metadata(jobs.spec(i)) if isinstance(jobs, JobTable) else key for key, i in missing.items()]
-        memo.update(zip(missing, derived.predictor.vectorizer.transform(records), strict=True))
-    return np.array([memo[key] for key in keys], dtype=np.float32).reshape(len(keys), -1)
+        fresh = dict(zip(missing, derived.predictor.vectorizer.transform(records), strict=True))
+        if len(memo) + len(fresh) > _VECTOR_MEMO_SIZE:
+            memo.clear()  # bounded: a stream of ever new metadata does not pile up
+        if len(fresh) <= _VECTOR_MEMO_SIZE:
+            memo.update(fresh)
+    rows = [fresh[key] if key in fresh else memo[key] for key in keys]
+    return np.array(rows, dtype=np.float32).reshape(len(keys), -1)
 
 
 # --------------------------------------------------------------- trace-driven failures (traces/)

@@ -147,6 +147,16 @@ def test_metadata_vectors_are_memoised_to_the_same_bits():
         np.testing.assert_array_equal(loading._metadata_vectors(jobs, derived), fresh.astype(np.float32))
 
 
+def test_the_metadata_memo_stays_within_its_bound(monkeypatch):
+    monkeypatch.setattr(loading, "_VECTOR_MEMO_SIZE", 5)
+    derived = loading._derived(UncertaintyConfig(predictor="schedmate", max_attempts=3))
+    table = make_scenario("recurring", seed=3, num_jobs=40).jobs  # more than 5 records
+    fresh = derived.predictor.vectorizer.transform([loading.job_metadata(j) for j in table])
+    for jobs in (table, tuple(table)[:3], table[:2], table):
+        np.testing.assert_array_equal(loading._metadata_vectors(jobs, derived), fresh[: len(jobs)].astype(np.float32))
+        assert len(derived.vectors) <= 5
+
+
 def test_a_reused_env_forgets_the_last_episodes_retrieval_store():
     # Loading resets only the store's count, not its rows: nothing may read past the count.
     def run(env, seed):
