@@ -136,13 +136,28 @@ def retrieval_estimate(query, store_vecs, store_norms, store_vals, n_store, k, t
         for t in range(m):
             total += store_vals[best_row[t]]
     else:
-        # Stable sort: equal similarities keep row order, matching the arg-max branch.
-        order = np.argsort(-sims, kind="mergesort")
-        for i in order[:k]:
-            if sims[i] < threshold:
-                break
-            total += store_vals[i]
-            m += 1
+        # The order of a stable sort by similarity (equal similarities keep row order, as in
+        # the one-pass branch), without sorting the store: when the k-th most similar row
+        # (a partition finds its similarity) is at the threshold or above, the k are the
+        # fewer than k rows more similar than it, sorted, then rows as similar as it, in row
+        # order (metadata repeats, so thousands of rows may tie there).
+        kth = -np.partition(-sims, k - 1)[k - 1] if n_valid > k else -np.inf
+        if kth >= threshold:
+            above = np.flatnonzero(sims > kth)
+            for i in above[np.argsort(-sims[above], kind="mergesort")]:
+                total += store_vals[i]
+                m += 1
+            for i in range(n_valid):
+                if m == k:
+                    break
+                if sims[i] == kth:
+                    total += store_vals[i]
+                    m += 1
+        else:
+            rows = np.flatnonzero(sims >= threshold)  # fewer than k, or all of the store
+            for i in rows[np.argsort(-sims[rows], kind="mergesort")][:k]:
+                total += store_vals[i]
+                m += 1
     if m == 0:
         return np.nan, 0
     return total / m, m
