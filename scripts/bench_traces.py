@@ -2,6 +2,7 @@
 
     python scripts/bench_traces.py                      # the real RFold Philly table, BACE-Pipe
     python scripts/bench_traces.py --trace-file PATH --policy fcfs --out out/bench_traces
+    python scripts/bench_traces.py --policy sjf --uncertainty '{"predictor": "metadata-only"}'
 
 Cases (rows of the printed table):
 
@@ -23,6 +24,7 @@ same size is generated (traces.synthetic) and the output says so.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -47,6 +49,8 @@ DAY = 86_400.0
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--trace-file", type=Path, default=None, help=f"default: {RFOLD} if present")
 parser.add_argument("--policy", default="bace_pipe")
+parser.add_argument("--uncertainty", type=lambda v: json.loads(v) if v.startswith("{") else v, default="perfect",
+                    help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"predictor": "metadata-only"}\'')
 parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
 parser.add_argument("--week-start-days", type=float, default=56.0)
 parser.add_argument("--target-load", type=float, default=0.5)
@@ -74,14 +78,14 @@ def cases(table, sizes, week_start_days):
     yield "week", {"start": week_start_days * DAY, "length": 7 * DAY}
 
 
-def run_case(table, options, policy, seed, repeat):
+def run_case(table, options, policy, uncertainty, seed, repeat):
     t = time.perf_counter()
     mapped = map_trace(table, sample_seed=seed, **options)
     map_s = time.perf_counter() - t
     best = None
     for _ in range(repeat):
         t = time.perf_counter()
-        res = geo_gym.simulate(mapped.scenario, baselines.make(policy), seed=seed)
+        res = geo_gym.simulate(mapped.scenario, baselines.make(policy), seed=seed, env_kwargs={"uncertainty": uncertainty})
         sim_s = time.perf_counter() - t
         best = sim_s if best is None else min(best, sim_s)
     return mapped, res, map_s, best
@@ -89,13 +93,15 @@ def run_case(table, options, policy, seed, repeat):
 
 def main(args) -> None:
     table, label = source_table(args.trace_file)
-    print(f"trace: {label}; policy {args.policy}; target load {args.target_load}")
+    print(f"trace: {label}; policy {args.policy}; uncertainty {args.uncertainty}; target load {args.target_load}")
     warm = map_trace(table, max_jobs=50, target_load=args.target_load)
-    geo_gym.simulate(warm.scenario, baselines.make(args.policy))  # compile / load caches
+    unc = {"uncertainty": args.uncertainty}
+    geo_gym.simulate(warm.scenario, baselines.make(args.policy), env_kwargs=unc)  # compile / load caches
     rows = []
     for name, options in cases(table, args.sizes, args.week_start_days):
         mapped, res, map_s, sim_s = run_case(
-            table, {**options, "target_load": args.target_load}, args.policy, args.seed, args.repeat
+            table, {**options, "target_load": args.target_load}, args.policy, args.uncertainty, args.seed,
+            args.repeat,
         )
         jobs = len(mapped.scenario.jobs)
         rows.append({

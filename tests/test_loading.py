@@ -9,7 +9,15 @@ from geo_gym.catalog import GPUType
 from geo_gym.env import as_uncertainty
 from geo_gym.loading import load, required_sizes
 from geo_gym.scenarios import Scenario, _templates, make_scenario
-from geo_gym.workload import JobSpec, JobTable, constant, label_columns, profile, profile_columns, spec_columns
+from geo_gym.workload import (
+    JobSpec,
+    JobTable,
+    constant,
+    label_columns,
+    profile,
+    profile_columns,
+    spec_columns,
+)
 
 
 def small_table(**overrides) -> JobTable:

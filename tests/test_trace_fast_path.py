@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from geo_gym import catalog, loading, sim
@@ -106,3 +107,24 @@ def test_unplaceable_heads_fall_back_to_the_sort(order):
     assert sim.SELECT_BEFORE_SORT < 40
     same_run(scen, order, RULE["pathfinder"])
     same_run(scen, order, RULE["cr_lcf"])
+
+
+def test_bench_traces_script_runs_a_policy_under_uncertainty(tmp_path):
+    """Smoke run of scripts/bench_traces.py on the committed synthetic Philly sample (the
+    speed itself is not tested): every case in the table, the uncertainty in the header."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, str(root / "scripts" / "bench_traces.py"), "--trace-file",
+         str(root / "traces" / "data" / "synthetic_philly_job_log.json"), "--sizes", "100",
+         "--week-start-days", "0", "--policy", "sjf", "--uncertainty", '{"predictor": "metadata-only"}',
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "uncertainty {'predictor': 'metadata-only'}" in out.stdout.splitlines()[0]
+    table = pd.read_csv(tmp_path / "bench.csv")
+    assert list(table.case) == ["sample-0k", "full", "week"]
+    assert (table.sim_s >= 0).all() and table.avg_jct_h.notna().all()
