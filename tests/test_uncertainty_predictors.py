@@ -194,3 +194,15 @@ def test_vectorize_is_deterministic_normalised_and_bucketed():
     assert sparse[0] @ sparse[1] == pytest.approx(1.0, abs=1e-6)  # family not in the subset
     with pytest.raises(ValueError, match="unknown metadata field"):
         vectorize([_meta(0)], fields=("colour",))
+
+
+def test_history_store_from_arrays_knows_its_norms_and_checks_its_layout():
+    rng = np.random.default_rng(3)
+    s, _ = _random_store(rng, 30)
+    rebuilt = HistoryStore(s.vecs.copy(), s.vals.copy(), s.n)  # norms computed, not given
+    np.testing.assert_array_equal(rebuilt.norms, s.norms)  # as store_append kept them
+    q = s.vecs[:, 4].copy()
+    assert retrieval_estimate(q, rebuilt.vecs, rebuilt.norms, rebuilt.vals, rebuilt.n, 3, 0.5) == \
+        retrieval_estimate(q, s.vecs, s.norms, s.vals, s.n, 3, 0.5)
+    with pytest.raises(ValueError, match=r"\(dim, capacity\)"):
+        HistoryStore(s.vecs.T.copy(), s.vals, s.n)  # one row per job: the old layout

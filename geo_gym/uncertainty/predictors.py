@@ -62,14 +62,30 @@ def store_append(store_vecs, store_norms, store_vals, n_store, vec, val):
     """
     cap = store_vals.shape[0]
     row = n_store % cap
-    sn = 0.0
     for j in range(store_vecs.shape[0]):
         store_vecs[j, row] = vec[j]
-        s = float(store_vecs[j, row])  # the stored (float32) value
-        sn += s * s
-    store_norms[row] = np.sqrt(sn)
+    store_norms[row] = _column_norm(store_vecs, row)
     store_vals[row] = val
     return n_store + 1
+
+
+@_jit
+def _column_norm(store_vecs, col):
+    """L2 norm of a stored job's vector, as stored (float32), summed in float64."""
+    sn = 0.0
+    for j in range(store_vecs.shape[0]):
+        s = float(store_vecs[j, col])
+        sn += s * s
+    return np.sqrt(sn)
+
+
+@_jit
+def column_norms(store_vecs):
+    """Every stored job's L2 norm (:func:`store_append` keeps them as jobs arrive)."""
+    out = np.empty(store_vecs.shape[1])
+    for i in range(store_vecs.shape[1]):
+        out[i] = _column_norm(store_vecs, i)
+    return out
 
 
 @_jit
@@ -267,18 +283,30 @@ class UserEstimatePredictor(DurationPredictor):
 
 @dataclass
 class HistoryStore:
-    """Arrays of the retrieval history (ring buffer, see :func:`store_append`)."""
+    """Arrays of the retrieval history (ring buffer, see :func:`store_append`). ``norms``
+    (each job's L2 norm, kept by store_append) is computed from ``vecs`` when not given."""
 
     vecs: np.ndarray  # (dim, cap) float32: one column per job
-    norms: np.ndarray  # (cap,) float64, each row's L2 norm
     vals: np.ndarray  # (cap,) float64
     n: int = 0  # jobs ever appended
+    norms: np.ndarray | None = None  # (cap,) float64
+
+    def __post_init__(self) -> None:
+        self.vecs = np.ascontiguousarray(self.vecs, dtype=np.float32)
+        self.vals = np.ascontiguousarray(self.vals, dtype=np.float64)
+        if self.vecs.ndim != 2 or self.vals.shape != (self.vecs.shape[1],):
+            raise ValueError(
+                f"HistoryStore: vecs must be (dim, capacity) and vals (capacity,), got "
+                f"{self.vecs.shape} and {self.vals.shape}"
+            )
+        if self.norms is None:
+            self.norms = column_norms(self.vecs)
 
     @classmethod
     def empty(cls, capacity: int, dim: int) -> HistoryStore:
         if capacity < 1:
             raise ValueError(f"store capacity must be >= 1, got {capacity}")
-        return cls(np.zeros((dim, capacity), np.float32), np.zeros(capacity), np.zeros(capacity), 0)
+        return cls(np.zeros((dim, capacity), np.float32), np.zeros(capacity), 0, np.zeros(capacity))
 
     @property
     def size(self) -> int:
