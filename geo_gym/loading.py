@@ -8,6 +8,7 @@ start episodes here, so the same seed gives the same episode everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -21,14 +22,23 @@ from geo_gym.uncertainty import UncertaintyConfig, draw_episode
 from geo_gym.uncertainty.draws import EpisodeDraws, neutral_draws
 from geo_gym.uncertainty.failures import repair_hours
 from geo_gym.uncertainty.metadata import JobMetadata
-from geo_gym.uncertainty.predictors import RetrievalPredictor, store_append
+from geo_gym.uncertainty.predictors import RetrievalPredictor, store_extend
 from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
-from geo_gym.workload import JobTable, profile, profile_columns, spec_columns
+from geo_gym.workload import JobSpec, JobTable, profile, profile_columns, spec_columns
 
 
 def draw_workload_seed(rng: np.random.Generator) -> int:
     """The seed of the next episode's workload; the env and ``geo_gym.simulate`` share it."""
     return int(rng.integers(0, 2**31 - 1))
+
+
+class _History(NamedTuple):
+    """A warm-up workload for the retrieval store: its jobs, in order, with the iterations
+    each ran (its fate) and those it was configured to run."""
+
+    jobs: Sequence[JobSpec]  # a tuple or a JobTable
+    executed: np.ndarray
+    configured: np.ndarray
 
 
 def start_episode(
@@ -56,7 +66,7 @@ def start_episode(
             cl = past.cluster
             full = profile_columns(past.jobs, cl.gpu, past.stage_overhead, cl.intra_region_gbps)["iterations"]
             ran = _apply_fates(u, frac, spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
-            history.extend(zip(past.jobs, ran.tolist(), strict=True))
+            history.append(_History(past.jobs, ran, full))
     k = scen.cluster.num_regions
     if core.cap.shape[1] != k and core.cap.shape[0] == 1:
         # A one-simulation core (geo_gym.simulate) follows the workload's region count,
@@ -145,6 +155,10 @@ def load(
     (``ensure(core, **required_sizes(...))``)."""
     unc = uncertainty or UncertaintyConfig()
     rng = rng if rng is not None else np.random.default_rng(0)
+    if history:
+        specs = tuple(spec for spec, _ in history)
+        executed = np.array([float(value) for _, value in history])
+        history = [_History(specs, executed, np.array([profile(spec).iterations for spec in specs]))]
     return _load(core, e, scenario, rng, unc, _derived(unc), history)
 
 
@@ -257,7 +271,6 @@ def _load_uncertainty(core, e, jobs, derived: _Derived, pred_z, history, iters, 
     ``history``); returns the static predictions (zeros under retrieval, which predicts in
     the core when a job is submitted). ``iters``: what each job runs; ``full``: configured."""
     n = len(jobs)
-    sizes = sim._sizes(core)
     pred = derived.predictor
     sim.load_settings(core, e, *derived.settings)
     pred_iters = np.zeros(n)
@@ -271,12 +284,11 @@ def _load_uncertainty(core, e, jobs, derived: _Derived, pred_z, history, iters, 
         if n:
             core.meta_vec[e, :n, :d] = _metadata_vectors(jobs, derived)
             core.meta_vec[e, :n, d:] = 0.0  # a core sized for a wider vectoriser
-        vec = np.zeros(sizes["D"], np.float32)
-        for spec, executed in history or []:
-            vec[:d] = _metadata_vectors((spec,), derived)[0]
-            value = executed if pred.record == "actual" else profile(spec).iterations
-            core.n_store[e] = store_append(
-                core.store_vecs[e], core.store_norms[e], core.store_vals[e], core.n_store[e], vec, float(value)
+        for past in history or []:
+            values = past.executed if pred.record == "actual" else past.configured
+            core.n_store[e] = store_extend(
+                core.store_vecs[e], core.store_norms[e], core.store_vals[e], core.n_store[e],
+                _metadata_vectors(past.jobs, derived), values,
             )
     else:
         values = pred.predict([None] * n, user_estimate=full, actual=iters, z=pred_z)

@@ -70,6 +70,18 @@ def store_append(store_vecs, store_norms, store_vals, n_store, vec, val):
 
 
 @_jit
+def store_extend(store_vecs, store_norms, store_vals, n_store, vecs, vals):
+    """:func:`store_append` of each row of ``vecs`` (jobs x dim, zero-padded to the store's
+    dim) with its value, in order; returns the new ``n_store``."""
+    vec = np.zeros(store_vecs.shape[0], np.float32)
+    for i in range(vecs.shape[0]):
+        for j in range(vecs.shape[1]):
+            vec[j] = vecs[i, j]
+        n_store = store_append(store_vecs, store_norms, store_vals, n_store, vec, vals[i])
+    return n_store
+
+
+@_jit
 def _column_norm(store_vecs, col):
     """L2 norm of a stored job's vector, as stored (float32), summed in float64."""
     sn = 0.0
@@ -313,10 +325,8 @@ class HistoryStore:
         return min(self.n, self.vals.shape[0])
 
     def append(self, vecs: np.ndarray, vals) -> None:
-        vecs = np.asarray(vecs, dtype=np.float32)
-        vals = np.asarray(vals, dtype=float)
-        for i in range(vecs.shape[0]):
-            self.n = store_append(self.vecs, self.norms, self.vals, self.n, vecs[i], vals[i])
+        vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+        self.n = store_extend(self.vecs, self.norms, self.vals, self.n, vecs, np.asarray(vals, dtype=float))
 
 
 class RetrievalPredictor(DurationPredictor):
