@@ -109,8 +109,10 @@ class _Derived(NamedTuple):
 
 @lru_cache(maxsize=64)
 def _derived(unc: UncertaintyConfig) -> _Derived:
+    """``_Derived`` of ``unc``, built once per configuration (an LRU cache)."""
     pred = unc.make_predictor()
     retrieval = isinstance(pred, RetrievalPredictor)
+    sigma = unc.tracker_sigma()
     sizes = {"attempts": unc.max_attempts}
     if retrieval:
         sizes.update(store=pred.store.vals.shape[0], dim=pred.vectorizer.dim)
@@ -123,14 +125,14 @@ def _derived(unc: UncertaintyConfig) -> _Derived:
         getattr(pred, "uses_noise", False)
         or unc.failure_rate_per_gpu_hour > 0
         or 0.0 < unc.tracker_detect_prob < 1.0
-        or unc.tracker_sigma() > 0,
+        or sigma > 0,
         (
             unc.failure_rate_per_gpu_hour, unc.checkpoint_interval_hours, unc.gpus_per_failure,
             unc.handler, *unc.handler_operating_point(), unc.diagnosis_delay_hours,
             unc.manual_delay_hours,
         ),
         sizes,
-        unc.tracker_sigma(),
+        sigma,
         {},
     )
 
@@ -218,7 +220,7 @@ class _DrawnColumns(NamedTuple):
 
 def _drawn_columns(draws: EpisodeDraws, unc: UncertaintyConfig, sigma: float) -> _DrawnColumns:
     """The draws turned into what the core reads: repair times (log-normal), the tracker's
-    detection and its error factors (``sigma``: ``unc.tracker_sigma()``), by the
+    detection and its error factors (``sigma``: the configuration's, ``_derived``), by the
     configuration's parameters."""
     return _DrawnColumns(
         draws.pred_z,
@@ -235,7 +237,7 @@ def _drawn_columns(draws: EpisodeDraws, unc: UncertaintyConfig, sigma: float) ->
 def _neutral_columns(n: int, attempts: int, unc: UncertaintyConfig) -> _DrawnColumns:
     """``_drawn_columns`` of the neutral draws: constants of the configuration, built once
     (read-only)."""
-    out = _drawn_columns(neutral_draws(n, attempts), unc, unc.tracker_sigma())
+    out = _drawn_columns(neutral_draws(n, attempts), unc, _derived(unc).tracker_sigma)
     for a in out:
         a.setflags(write=False)
     return out
@@ -306,7 +308,8 @@ def _metadata_vectors(jobs, derived: _Derived) -> np.ndarray:
     so a memoised row equals a freshly computed one. A JobTable's rows are keyed by what
     their metadata is made of (model, dataset, user, template), without building JobSpecs."""
     memo = derived.vectors
-    if isinstance(jobs, JobTable):
+    table = isinstance(jobs, JobTable)
+    if table:
         cols = (jobs.model, jobs.dataset, jobs.user, jobs.template)
         keys = list(zip(*(c.tolist() for c in cols), strict=True))
     else:
@@ -317,7 +320,7 @@ def _metadata_vectors(jobs, derived: _Derived) -> np.ndarray:
             missing[key] = i
     fresh = {}
     if missing:
-        records = [job_metadata(jobs.spec(i)) if isinstance(jobs, JobTable) else key for key, i in missing.items()]
+        records = [job_metadata(jobs.spec(i)) if table else key for key, i in missing.items()]
         fresh = dict(zip(missing, derived.predictor.vectorizer.transform(records), strict=True))
         if len(memo) + len(fresh) > _VECTOR_MEMO_SIZE:
             memo.clear()  # bounded: a stream of ever new metadata does not pile up

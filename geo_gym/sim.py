@@ -206,11 +206,6 @@ def _sizes(core: Core) -> dict[str, int]:
 
 def ensure(core: Core, max_jobs: int = 0, attempts: int = 0, store: int = 0, dim: int = 0) -> Core:
     """``core`` if it is large enough, else a larger copy with the same state."""
-    if (
-        max_jobs <= core.submit.shape[1] and attempts <= core.fail_e.shape[2]
-        and store <= core.store_vals.shape[1] and dim <= core.store_vecs.shape[1]
-    ):
-        return core  # the common case (every episode checks), without building dicts
     old = _sizes(core)
     want = {"J": max_jobs, "A": attempts, "S": store, "D": dim}
     new_sizes = {x: max(old[x], want[x]) for x in old}

@@ -237,7 +237,7 @@ class JobTable(Sequence):
         u, t = int(self.user[i]), int(self.template[i])
         fate = float(self.fate_fraction[i])
         return JobSpec(
-            name=self.name_format.format(i=i + 1, model=m.name, user=u, template=t),
+            name=self._name(i, m.name, u, t),
             model=m,
             dataset=catalog.PAPER_DATASETS[self.dataset[i]],
             submit=float(self.submit[i]),
@@ -245,6 +245,9 @@ class JobTable(Sequence):
             fate_fraction=None if np.isnan(fate) else fate,
             metadata={"user": f"user{u}", "name": f"template{t}"} if t >= 0 else {},
         )
+
+    def _name(self, i: int, model: str, user: int, template: int) -> str:
+        return self.name_format.format(i=i + 1, model=model, user=user, template=template)
 
     def __len__(self) -> int:
         return self.model.shape[0]
@@ -271,7 +274,7 @@ def label_columns(jobs: Sequence[JobSpec]) -> dict[str, list[str]]:
         models = [catalog.PAPER_MODELS[m].name for m in jobs.model.tolist()]
         rows = zip(models, jobs.user.tolist(), jobs.template.tolist(), strict=True)
         return {
-            "name": [jobs.name_format.format(i=i + 1, model=m, user=u, template=t) for i, (m, u, t) in enumerate(rows)],
+            "name": [jobs._name(i, m, u, t) for i, (m, u, t) in enumerate(rows)],
             "model": models,
             "dataset": [catalog.PAPER_DATASETS[d].name for d in jobs.dataset.tolist()],
         }

@@ -78,14 +78,14 @@ def cases(table, sizes, week_start_days):
     yield "week", {"start": week_start_days * DAY, "length": 7 * DAY}
 
 
-def run_case(table, options, policy, uncertainty, seed, repeat):
+def run_case(table, options, policy, env_kwargs, seed, repeat):
     t = time.perf_counter()
     mapped = map_trace(table, sample_seed=seed, **options)
     map_s = time.perf_counter() - t
     best = None
     for _ in range(repeat):
         t = time.perf_counter()
-        res = geo_gym.simulate(mapped.scenario, baselines.make(policy), seed=seed, env_kwargs={"uncertainty": uncertainty})
+        res = geo_gym.simulate(mapped.scenario, baselines.make(policy), seed=seed, env_kwargs=env_kwargs)
         sim_s = time.perf_counter() - t
         best = sim_s if best is None else min(best, sim_s)
     return mapped, res, map_s, best
@@ -95,12 +95,12 @@ def main(args) -> None:
     table, label = source_table(args.trace_file)
     print(f"trace: {label}; policy {args.policy}; uncertainty {args.uncertainty}; target load {args.target_load}")
     warm = map_trace(table, max_jobs=50, target_load=args.target_load)
-    unc = {"uncertainty": args.uncertainty}
-    geo_gym.simulate(warm.scenario, baselines.make(args.policy), env_kwargs=unc)  # compile / load caches
+    env_kwargs = {"uncertainty": args.uncertainty}
+    geo_gym.simulate(warm.scenario, baselines.make(args.policy), env_kwargs=env_kwargs)  # compile / load caches
     rows = []
     for name, options in cases(table, args.sizes, args.week_start_days):
         mapped, res, map_s, sim_s = run_case(
-            table, {**options, "target_load": args.target_load}, args.policy, args.uncertainty, args.seed,
+            table, {**options, "target_load": args.target_load}, args.policy, env_kwargs, args.seed,
             args.repeat,
         )
         jobs = len(mapped.scenario.jobs)
