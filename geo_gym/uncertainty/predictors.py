@@ -104,11 +104,11 @@ def column_norms(store_vecs):
 def cosine_similarities(query, store_vecs, store_norms, n_valid):
     """Cosine similarity of ``query`` to the first ``n_valid`` stored jobs (0 for zero vectors).
 
-    Only the query's non-zero entries enter the dot products: hashed metadata vectors have a
-    dozen of 64, and a zero entry adds a zero, which leaves every sum as it is (at most the
-    sign of an exact zero changes, and -0.0 and 0.0 compare equal). Each job's products are
-    added in entry order, as a row-by-row loop would; the loop over jobs is the inner one, over
-    a contiguous column, which the compiler vectorises."""
+    Only the query's non-zero entries enter the dot products: hashed metadata vectors have
+    about ten of 64 (docs/traces.md), and a zero entry adds a zero, which leaves every sum as
+    it is (at most the sign of an exact zero changes, and -0.0 and 0.0 compare equal). Each
+    job's products are added in entry order, as a row-by-row loop would; the loop over jobs
+    is the inner one, over a contiguous column, which the compiler vectorises."""
     dim = query.shape[0]
     qn = 0.0
     for j in range(dim):
