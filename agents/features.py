@@ -19,9 +19,17 @@ from geo_gym import decision
 
 
 class SlotEncoder(BaseFeaturesExtractor):
-    def __init__(self, observation_space: gym.spaces.Box, slot_dim: int = 32, context_dim: int = 64):
+    """``num_regions``: the env's region count (``agents.training.make_model`` passes it);
+    without it the layout is inferred from the observation size, which is unique for up to 11
+    regions (``baselines.policies.layout_from_obs_size``)."""
+
+    def __init__(
+        self, observation_space: gym.spaces.Box, slot_dim: int = 32, context_dim: int = 64,
+        num_regions: int | None = None,
+    ):
         size = int(observation_space.shape[0])
-        num_regions, window = layout_from_obs_size(size)
+        num_regions, window = layout_from_obs_size(size, num_regions)
+        self.num_regions = num_regions
         self.context_size = decision.NUM_GLOBAL + decision.NUM_REGION * num_regions
         self.window = window
         self.slot_size = (size - self.context_size) // window

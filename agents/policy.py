@@ -15,15 +15,20 @@ from baselines.policies import RandomPolicy
 
 
 class AgentPolicy:
-    def __init__(self, model, name: str = "agent"):
+    """``seed`` drives the sampling of non-deterministic predictions."""
+
+    def __init__(self, model, name: str = "agent", seed: int = 0):
         self.model = model
         self.name = name
+        # the model's own layout (SlotEncoder); None: inferred from the observation size
+        self.num_regions = getattr(model.policy.features_extractor, "num_regions", None)
+        self.rng = np.random.default_rng(seed)
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True):
         obs = np.asarray(observation, dtype=np.float32)
         single = obs.ndim == 1
         batch = obs[None] if single else obs
-        masks = np.stack([RandomPolicy.mask(row) for row in batch])
+        masks = np.stack([RandomPolicy.mask(row, self.num_regions) for row in batch])
         with torch.no_grad():
             tensor, _ = self.model.policy.obs_to_tensor(batch)
             dist = self.model.policy.get_distribution(tensor).distribution
@@ -34,8 +39,7 @@ class AgentPolicy:
         else:
             p = np.exp(logits - logits.max(axis=1, keepdims=True))
             p /= p.sum(axis=1, keepdims=True)
-            rng = np.random.default_rng()
-            actions = np.array([rng.choice(len(row), p=row) for row in p])
+            actions = np.array([self.rng.choice(len(row), p=row) for row in p])
         return (int(actions[0]) if single else actions), state
 
     def __repr__(self) -> str:

@@ -28,7 +28,12 @@ def make_vec_env(num_envs: int, scenario, scenario_kwargs=None, seed: int = 0, *
 def make_model(algo: str, env, seed: int, tensorboard_log: str | None, **ppo_kwargs):
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {sorted(ALGOS)}, got {algo!r}")
-    policy_kwargs = {"features_extractor_class": SlotEncoder, "net_arch": [128, 128]}
+    policy_kwargs = {
+        "features_extractor_class": SlotEncoder,
+        # the observation size alone is ambiguous beyond 11 regions; the env knows its count
+        "features_extractor_kwargs": {"num_regions": int(env.get_attr("num_regions")[0])},
+        "net_arch": [128, 128],
+    }
     return ALGOS[algo](
         "MlpPolicy", env, seed=seed, tensorboard_log=tensorboard_log, policy_kwargs=policy_kwargs,
         verbose=0, **ppo_kwargs,

@@ -43,18 +43,24 @@ def names() -> list[str]:
     return list(_FIXED) + ["schedmate_sjf", "random"]
 
 
-def make(name: str, **kwargs):
-    """A policy by name; ``random`` takes ``seed``."""
+def make(name: str, num_regions: int | None = None, strict: bool = False, **kwargs):
+    """A policy by name; ``random`` takes ``seed``. ``num_regions``: the env's region count,
+    needed only to read observations of envs with more than 11 regions; ``strict`` (fixed
+    policies): no backfilling, only the first job in the policy's order may start."""
     if name == "random":
-        return RandomPolicy(**kwargs)
-    if name == "schedmate_sjf" and not kwargs:
-        return FixedPolicy(name, "sjf", "pathfinder", uncertainty=dict(_SCHEDMATE))
-    if name not in _FIXED:
+        if strict:
+            raise ValueError("policy 'random' has no order to be strict about")
+        return RandomPolicy(num_regions=num_regions, **kwargs)
+    if name not in _FIXED and name != "schedmate_sjf":
         raise ValueError(f"unknown policy {name!r}; known policies: {names()}")
     if kwargs:
-        raise ValueError(f"policy {name!r} takes no arguments, got {sorted(kwargs)}")
+        raise ValueError(f"policy {name!r} takes only num_regions and strict, got {sorted(kwargs)}")
+    if name == "schedmate_sjf":
+        return FixedPolicy(
+            name, "sjf", "pathfinder", uncertainty=dict(_SCHEDMATE), num_regions=num_regions, strict=strict
+        )
     order, rule = _FIXED[name]
-    return FixedPolicy(name, order, rule)
+    return FixedPolicy(name, order, rule, num_regions=num_regions, strict=strict)
 
 
 __all__ = ["FixedPolicy", "RandomPolicy", "make", "names"]

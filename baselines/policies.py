@@ -16,31 +16,43 @@ import numpy as np
 from geo_gym import decision, sim
 from geo_gym.placement import NUM_RULES, RULE_NAMES
 
+# Slot blocks are NUM_SLOT + NUM_RULES * NUM_OPTION = 44 entries and each region adds 4, so
+# sizes repeat when the region count differs by 11: beyond 11 regions the size alone is ambiguous.
+MAX_INFERRED_REGIONS = 11
 
-def layout_from_obs_size(size: int) -> tuple[int, int]:
-    """(num_regions, window) of an observation vector: the smallest region count that fits.
-    Unique for up to 21 regions (4 K + 42 W is ambiguous only when K differs by 21)."""
+
+def layout_from_obs_size(size: int, num_regions: int | None = None) -> tuple[int, int]:
+    """(num_regions, window) of an observation vector of ``size`` entries (layout in
+    geo_gym/env.py). Without ``num_regions`` it is inferred, which is unique for up to
+    ``MAX_INFERRED_REGIONS`` regions; envs with more must pass it (``env.num_regions``)."""
     per_slot = decision.NUM_SLOT + NUM_RULES * decision.NUM_OPTION
-    for k in range(1, 64):
+    candidates = [num_regions] if num_regions is not None else range(1, MAX_INFERRED_REGIONS + 1)
+    for k in candidates:
         rest = size - decision.NUM_GLOBAL - decision.NUM_REGION * k
         if rest > 0 and rest % per_slot == 0:
             return k, rest // per_slot
-    raise ValueError(f"observation of size {size} does not match the GeoPipe layout")
+    if num_regions is not None:
+        raise ValueError(f"observation of size {size} does not match the GeoPipe layout with {num_regions} regions")
+    raise ValueError(
+        f"observation of size {size} does not match the GeoPipe layout with up to "
+        f"{MAX_INFERRED_REGIONS} regions; pass num_regions (env.num_regions)"
+    )
 
 
 class _ObsReader:
-    """Column indices of one observation layout, cached per size."""
+    """Column indices of one observation layout, cached per (size, num_regions)."""
 
-    _cache: dict[int, tuple] = {}
+    _cache: dict[tuple, tuple] = {}
 
     @classmethod
-    def get(cls, size: int):
-        if size not in cls._cache:
-            k, w = layout_from_obs_size(size)
+    def get(cls, size: int, num_regions: int | None = None):
+        key = (size, num_regions)
+        if key not in cls._cache:
+            k, w = layout_from_obs_size(size, num_regions)
             feats, valid, alpha = decision.slot_feature_columns(w, k)
             present = feats[:, 0] - 1
-            cls._cache[size] = (k, w, feats, valid, alpha, present)
-        return cls._cache[size]
+            cls._cache[key] = (k, w, feats, valid, alpha, present)
+        return cls._cache[key]
 
 
 def _batch(obs) -> tuple[np.ndarray, bool]:
@@ -53,12 +65,17 @@ class FixedPolicy:
     """``order``: "fcfs" | "sjf" | "priority" (BACE-Pipe Eq. 9-12); ``rule``: a
     ``geo_gym.placement.RULE_NAMES`` entry; ``uncertainty``: UncertaintyConfig fields the
     policy brings with it (SchedMate's predictor and failure handler are part of the
-    scheduler, not of the world), applied by ``geo_gym.simulate``."""
+    scheduler, not of the world), applied by ``geo_gym.simulate``; ``num_regions``: the env's
+    region count, needed to read observations of envs with more than 11 regions
+    (``layout_from_obs_size``); ``strict``: only the first job in the order may start (no
+    backfilling past a job that cannot be placed; DESIGN.md's strict-order mode)."""
 
     name: str
     order: str
     rule: str
     uncertainty: dict | None = None
+    num_regions: int | None = None
+    strict: bool = False
     order_code: int = field(init=False)
     rule_code: int = field(init=False)
 
@@ -73,13 +90,13 @@ class FixedPolicy:
         self.rule_code = RULE_NAMES.index(self.rule)
 
     def _act(self, row: np.ndarray) -> int:
-        _, w, feats, valid, alpha, present = _ObsReader.get(row.shape[0])
+        _, w, feats, valid, alpha, present = _ObsReader.get(row.shape[0], self.num_regions)
         n = int((row[present] > 0).sum())
         if n:
             order = sim.order_candidates(
                 self.order_code, row[feats[:n]], n, np.float32(row[alpha])
             )
-            for s in order:
+            for s in order[:1] if self.strict else order:
                 if row[valid[s, self.rule_code]] > 0:
                     return int(s) * NUM_RULES + self.rule_code
         return w * NUM_RULES  # nothing this policy can start: wait
@@ -90,24 +107,27 @@ class FixedPolicy:
         return (actions[0] if single else actions), state
 
     def __repr__(self) -> str:
-        return f"{self.name}(order={self.order}, rule={self.rule})"
+        strict = ", strict" if self.strict else ""
+        return f"{self.name}(order={self.order}, rule={self.rule}{strict})"
 
 
 class RandomPolicy:
     """Uniform over the valid actions, rebuilt from the observation: an option is valid when
-    its flag is set; waiting is valid when the observation's wait flag is set."""
+    its flag is set; waiting is valid when the observation's wait flag is set. ``num_regions``
+    as for ``FixedPolicy``."""
 
     name = "random"
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, num_regions: int | None = None):
+        self.num_regions = num_regions
         self.reset(seed)
 
     def reset(self, seed: int | None = 0) -> None:
         self.rng = np.random.default_rng(seed)
 
     @staticmethod
-    def mask(row: np.ndarray) -> np.ndarray:
-        _, w, _, valid, _, _ = _ObsReader.get(row.shape[0])
+    def mask(row: np.ndarray, num_regions: int | None = None) -> np.ndarray:
+        _, w, _, valid, _, _ = _ObsReader.get(row.shape[0], num_regions)
         m = np.zeros(w * NUM_RULES + 1, dtype=np.bool_)
         m[: w * NUM_RULES] = row[valid.reshape(-1)] > 0
         m[-1] = row[4] > 0  # the "waiting is possible" flag
@@ -116,7 +136,8 @@ class RandomPolicy:
     def predict(self, observation, state=None, episode_start=None, deterministic=True):
         obs, single = _batch(observation)
         actions = np.array(
-            [self.rng.choice(np.flatnonzero(self.mask(row))) for row in obs], dtype=np.int64
+            [self.rng.choice(np.flatnonzero(self.mask(row, self.num_regions))) for row in obs],
+            dtype=np.int64,
         )
         return (actions[0] if single else actions), state
 

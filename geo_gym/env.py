@@ -41,7 +41,7 @@ consistent, so the episode-return identity below holds for any action sequence.
 | 8 | log1p(infrastructure failures so far) |
 | 9 | GPUs under repair / all GPUs |
 | 10 + 4r ... | region r: free/capacity, capacity/max capacity, price/max price, mean residual out-bandwidth / max link bandwidth |
-| slot block (8) | present, I_j (Eq. 9), D_j (Eq. 10) over the window, log1p(predicted remaining E_j(K*) h), K*/128 (K* is capped by the job's GPU request, `JobSpec.max_gpus`), log1p(waiting h), log1p(failures of this job), 1 if the prediction came from similar finished jobs |
+| slot block (8) | present, I_j (Eq. 9), D_j (Eq. 10) over the window, log1p(predicted remaining E_j(K*) h), K*/128 (K* is capped by the job's GPU request, `JobSpec.max_gpus`), log1p(hours since submission: queueing, plus any earlier attempts and re-queue delays), log1p(failures of this job), 1 if the prediction came from similar finished jobs |
 | option block (4) per rule | valid, GPUs/K*, log1p(predicted remaining runtime h on that placement), cost rate: sum_r n_r P_r / (K* max_r P_r) |
 
 Slot s occupies ``10 + 4K + s (8 + 4R)``, its options follow it. Future submissions are not
@@ -50,9 +50,12 @@ predictions (``pred_iters``), never the truth.
 
 ## Rewards
 Per step: ``-(delta sum over jobs in the system of hours + cost_weight x delta dollars) /
-scale``, with ``scale`` = sum of the jobs' predicted ideal durations E_j(K*) in hours. Hence
-an episode's return is exactly ``-(N x avg JCT_h + cost_weight x total cost $) / scale``;
-``info["reward_jct"]`` and ``info["reward_cost"]`` give the two parts of each step.
+scale``, with ``scale`` = sum over the episode's jobs of their ideal durations at their
+configured (requested) iterations, E_j(K*) in hours: a constant of the workload that needs
+neither the hidden fates nor a predictor. Hence an episode's return is exactly
+``-(N x avg JCT_h + cost_weight x total cost $) / scale``; ``info["reward_jct"]`` and
+``info["reward_cost"]`` give the two parts of each step, and the final ``info`` gives
+``reward_scale``.
 
 ## Starting State
 Empty cluster at t = 0; the workload is drawn from the scenario with a seed from
@@ -60,11 +63,13 @@ Empty cluster at t = 0; the workload is drawn from the scenario with a seed from
 
 ## Episode End
 Terminated when every job has ended; never truncated (use a TimeLimit wrapper for that).
-At the end ``info`` holds ``avg_jct_h``, ``total_cost``, ``makespan_h`` and ``jobs`` (records).
+At the end ``info`` holds ``avg_jct_h``, ``total_cost``, ``makespan_h``, ``avg_wait_h``,
+``failures``, ``reward_scale`` and ``jobs`` (records).
 
 ## Arguments
 ``scenario`` (name or ``Scenario``), ``scenario_kwargs`` (its knobs), ``window`` (W, 8),
-``cost_weight`` (hours per dollar, 0.1), ``max_jobs`` (queue capacity for named scenarios),
+``cost_weight`` (hours per dollar, 0.1), ``max_jobs`` (jobs the simulator state is first
+sized for; it grows to fit any workload),
 ``uncertainty`` (an ``UncertaintyConfig`` or a preset name: "perfect" (default), "realistic",
 "schedmate"), ``warmup_workloads`` (workloads whose jobs pre-fill the retrieval history),
 ``warmup_scenario`` (instead, one fixed workload whose jobs pre-fill it, e.g. the preceding
@@ -150,6 +155,16 @@ def episode_summary(core: sim.Core, e: int) -> dict[str, float]:
     return out
 
 
+def _action_index(action) -> int:
+    """An action as a Python int: an int, a numpy integer, or a one-element integer array."""
+    if isinstance(action, (int, np.integer)):
+        return int(action)
+    a = np.asarray(action)
+    if a.size != 1 or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"an action is one integer, got {action!r}")
+    return int(a.reshape(()))
+
+
 class GeoPipeEnv(gym.Env):
     __doc__ = __doc__
     metadata = {"render_modes": []}
@@ -167,8 +182,8 @@ class GeoPipeEnv(gym.Env):
     ):
         if int(window) != window or window < 1:
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
-        if not cost_weight >= 0:
-            raise ValueError(f"cost_weight must be >= 0, got {cost_weight!r}")
+        if not (cost_weight >= 0 and np.isfinite(cost_weight)):
+            raise ValueError(f"cost_weight must be a finite number >= 0, got {cost_weight!r}")
         self.scenario = scenario
         self.scenario_kwargs = dict(scenario_kwargs or {})
         self.window = int(window)
@@ -180,6 +195,11 @@ class GeoPipeEnv(gym.Env):
         if warmup_scenario is not None and self.warmup_workloads:
             raise ValueError("give warmup_workloads or warmup_scenario, not both")
         self.warmup_scenario = warmup_scenario
+        if scenario == "random" and self.scenario_kwargs.get("num_regions") is None:
+            raise ValueError(
+                "scenario 'random' draws 3-6 regions per seed and an env's observation has a fixed "
+                "size: pass scenario_kwargs={'num_regions': K}"
+            )
         self._make_scenario = scenario_factory(scenario, **self.scenario_kwargs)
         probe = self._make_scenario(0)
         self.num_regions = probe.cluster.num_regions
@@ -228,7 +248,7 @@ class GeoPipeEnv(gym.Env):
     def step(self, action):
         if self.current_scenario is None:
             raise RuntimeError("call reset() before step()")
-        a = int(action)
+        a = _action_index(action)
         area0, spent0 = float(self.core.area[0]), float(self.core.spent[0])
         reward, invalid, terminated = decision.step_env(
             self.core, self.opts, 0, a, self.cost_weight, self._scale, self._obs, self._mask
@@ -241,6 +261,7 @@ class GeoPipeEnv(gym.Env):
         info["reward_cost"] = -self.cost_weight * (float(self.core.spent[0]) - spent0) / self._scale
         if terminated:
             info.update(episode_summary(self.core, 0))
+            info["reward_scale"] = self._scale
             info["jobs"] = episode_records(self.core, 0, self.jobs, self.current_scenario.cluster.names)
         return self._obs.copy(), float(reward), terminated, False, info
 
@@ -250,7 +271,9 @@ class GeoPipeEnv(gym.Env):
 
     def decode_action(self, action: int) -> tuple[int, str] | None:
         """(queue slot, rule name) of an action, or None for "wait"."""
-        a = int(action)
+        a = _action_index(action)
+        if not 0 <= a <= self.wait_action:
+            raise ValueError(f"action {a} is outside Discrete({self.wait_action + 1})")
         if a == self.wait_action:
             return None
         return a // NUM_RULES, RULE_NAMES[a % NUM_RULES]

@@ -234,9 +234,12 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
         if g < g_max:
             continue  # every allocator places exactly g here, so this path cannot win
         placed = _allocate(allocator, path, n, g, free, prices, alloc, ws[3])
+        # Summed in region order, not path order: the same allocation reached along another
+        # path then has the very same average, and the strict < below gives the tie to the
+        # earlier start region (summed along the path, the last bit decided it).
         c_avg = 0.0
-        for i in range(n):
-            c_avg += alloc[path[i]] * prices[path[i]]
+        for r in range(k):
+            c_avg += alloc[r] * prices[r]
         c_avg /= placed
         if placed > g_max or (placed == g_max and c_avg < c_min):
             g_max = placed

@@ -9,6 +9,7 @@ holds more jobs than the env's window (``window=`` makes the fast path look at t
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,21 +63,29 @@ def simulate(
             sim.allocate(1, make(0).cluster.num_regions, 1), 0, make, rng, unc,
             env_kwargs.get("warmup_workloads", 0), env_kwargs.get("warmup_scenario"),
         )
-        if not sim.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, window or 0):
+        strict = bool(getattr(policy, "strict", False))
+        if not sim.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, window or 0, strict):
             stuck = [jobs[j].name for j in core.pend[0, : core.n_pend[0]]]
             raise RuntimeError(f"policy {policy!r} cannot place jobs {stuck}")
         return _result(core, jobs, scen)
     if window is not None:
         env_kwargs["window"] = window
     env = GeoPipeEnv(scenario, scenario_kwargs, **env_kwargs)
+    if getattr(policy, "num_regions", 0) is None:
+        # a policy that reads the layout from the observation gets this env's region count
+        # (the size alone is ambiguous beyond 11 regions); the caller's object stays as it was
+        policy = copy.copy(policy)
+        policy.num_regions = env.num_regions
     obs, info = env.reset(seed=seed)
     if hasattr(policy, "reset"):
         policy.reset(seed)
-    steps, ret = 0, 0.0
+    steps, invalid, ret = 0, 0, 0.0
     while True:
         action, _ = policy.predict(obs, deterministic=True)
         obs, reward, terminated, _, info = env.step(int(np.asarray(action).reshape(-1)[0]))
         steps += 1
+        invalid += info["invalid_action"]
         ret += reward
         if terminated:
-            return _result(env.core, env.jobs, env.current_scenario, {"steps": steps, "return": ret})
+            extra = {"steps": steps, "invalid_actions": invalid, "return": ret}
+            return _result(env.core, env.jobs, env.current_scenario, extra)

@@ -225,12 +225,14 @@ def _templates(population_seed: int, n_t: int, early_end_rate: float) -> tuple[n
 
 @numba.njit(cache=True)
 def _recurring_jobs(rng, n, t_p_early, t_end, t_epochs):
-    """Each job's template, fate (NaN: completes) and epochs, drawn job by job from ``rng``
+    """Each job's template, fate (1.0: completes) and epochs, drawn job by job from ``rng``
     (template, early-end coin, end-point jitter only when early, epoch jitter): compiled, the
     per-job draws cost nanoseconds instead of microseconds, from the very same stream."""
     n_t = t_p_early.shape[0]
     tmpl = np.empty(n, np.int64)
-    fate = np.full(n, np.nan)
+    # 1.0, not NaN: NaN means "no fate given", and loading would then draw one more
+    # early-end coin (UncertaintyConfig.early_end_rate) on top of the template's.
+    fate = np.ones(n)
     epochs = np.empty(n)
     for i in range(n):
         t = rng.integers(0, n_t)

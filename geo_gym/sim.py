@@ -51,7 +51,9 @@ PRED_STATIC, PRED_RETRIEVAL = 0, 1
 MIN_PRED_ITERS = 1e-6
 FALLBACK_USER, FALLBACK_STORE_MEAN = 0, 1
 
-# name: (shape suffix, dtype) with K regions, J jobs, A attempts, S store rows, D vector dims
+# name: (shape suffix, dtype) with K regions, J jobs, A attempts, S store rows, D vector dims,
+# P = J x A repair slots (each failure, at most one per attempt, starts one repair; a job can
+# fail again while the GPUs of its last failure are still being repaired)
 _STATIC = {
     "cap": ("K", np.int64),
     "price": ("K", np.float64),
@@ -108,9 +110,9 @@ _DYNAMIC = {
     "dly": ("J", np.int64),  # failed jobs waiting to re-enter the queue
     "n_dly": ("", np.int64),
     "ready": ("J", np.float64),
-    "rep_t": ("J", np.float64),  # repairs in progress: when, where, how many GPUs
-    "rep_r": ("J", np.int64),
-    "rep_n": ("J", np.int64),
+    "rep_t": ("P", np.float64),  # repairs in progress: when, where, how many GPUs
+    "rep_r": ("P", np.int64),
+    "rep_n": ("P", np.int64),
     "n_rep": ("", np.int64),
     "n_done": ("", np.int64),
     "pred_iters": ("J", np.float64),  # what schedulers are told (a prediction)
@@ -187,7 +189,7 @@ def allocate(
 ) -> Core:
     """Zeroed state for ``num_envs`` simulations of ``num_regions`` regions, ``max_jobs`` jobs,
     ``attempts`` pre-drawn failures per job and a retrieval store of ``store`` x ``dim``."""
-    sizes = {"K": num_regions, "J": max_jobs, "A": attempts, "S": store, "D": dim}
+    sizes = {"K": num_regions, "J": max_jobs, "A": attempts, "S": store, "D": dim, "P": max_jobs * attempts}
     arrays = {}
     for name, (suffix, dtype) in {**_STATIC, **_DYNAMIC}.items():
         shape = (num_envs,) + tuple(sizes[x] for x in suffix)
@@ -431,7 +433,7 @@ def _fail(c, e, j):
     a = c.attempt[e, j] - 1
     if broken > 0:
         if c.n_rep[e] == c.rep_t.shape[1]:
-            raise RuntimeError("too many repairs in progress for the core's capacity")
+            raise RuntimeError("more repairs in progress than pre-drawn failures: a core bug")
         i = c.n_rep[e]
         c.rep_t[e, i] = t + c.repair_h[e, j, a] * 3600.0
         c.rep_r[e, i] = r
@@ -748,12 +750,13 @@ def _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
 
 
 @_jit
-def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_alloc):
+def _decide(c, e, order, rule, window, strict, keys, tried, eff, tc, ws, out_path, out_alloc):
     """``decide`` with its work space passed in. The same decision as walking
     ``order_candidates``' full order, with less work on long queues: nothing is computed when
     no GPU is free (every rule needs g >= min_gpus >= 1), FCFS needs no keys, and the other
     orders pick the best remaining candidate by an O(n) scan (ties: queue order, as the stable
-    sort) and sort only after SELECT_BEFORE_SORT candidates could not be placed."""
+    sort) and sort only after SELECT_BEFORE_SORT candidates could not be placed. ``strict``:
+    only the first job in the order may start (no backfilling)."""
     n = c.n_pend[e] if window <= 0 else min(window, c.n_pend[e])
     if n == 0:
         return -1
@@ -766,14 +769,14 @@ def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_a
     pend = c.pend[e]
     if order == ORDER_FCFS:
         # Placing j shifts the queue, but we return at once; a failed try changes nothing.
-        for i in range(n):
+        for i in range(1 if strict else n):
             j = pend[i]
             if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
                 return j
         return -1
     _order_keys(c, e, n, order, np.float32(alpha_nb(c.resv[e], c.bw[e])), keys)
     tried[:n] = False
-    for _ in range(min(n, SELECT_BEFORE_SORT)):
+    for _ in range(1 if strict else min(n, SELECT_BEFORE_SORT)):
         best = -1
         for i in range(n):
             if not tried[i] and (best < 0 or _before(keys[i], keys[best])):
@@ -782,7 +785,7 @@ def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_a
         j = pend[best]
         if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
             return j
-    if n <= SELECT_BEFORE_SORT:
+    if strict or n <= SELECT_BEFORE_SORT:
         return -1
     idx = np.argsort(keys[:n], kind="mergesort")
     for m in range(n):
@@ -795,23 +798,25 @@ def _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_a
 
 
 @_jit
-def decide(c, e, order, rule, window):
+def decide(c, e, order, rule, window, strict=False):
     """A fixed policy's decision at the current instant: walk the first ``window`` pending jobs
     (all when window <= 0) in ``order`` (``order_candidates`` on ``candidate_features``) and
-    start the first one ``rule`` can place (backfilling). Returns the started job index or -1
-    (its placement is then the job's row of ``c.path`` / ``c.alloc``)."""
+    start the first one ``rule`` can place (backfilling), or with ``strict`` only the first
+    job in the order. Returns the started job index or -1 (its placement is then the job's row
+    of ``c.path`` / ``c.alloc``)."""
     k = c.free.shape[1]
     n_max = c.submit.shape[1]
     tc, ws = scratch(c.kstar_max[e], k)
     return _decide(
-        c, e, order, rule, window, np.empty(n_max), np.empty(n_max, dtype=np.bool_), np.empty((k, k)),
+        c, e, order, rule, window, strict, np.empty(n_max), np.empty(n_max, dtype=np.bool_), np.empty((k, k)),
         tc, ws, np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64),
     )
 
 
 @_jit
-def run_fixed_policy(c, e, order, rule, window):
-    """The fast path: run the whole workload in slot e under (order, rule). Returns False if
+def run_fixed_policy(c, e, order, rule, window, strict=False):
+    """The fast path: run the whole workload in slot e under (order, rule), backfilling unless
+    ``strict`` (see ``decide``). Returns False if
     the workload deadlocks (a job that no rule can ever place). Work space is allocated once
     (one allocation instead of one per decision on a 100k-job trace)."""
     k = c.free.shape[1]
@@ -823,7 +828,7 @@ def run_fixed_policy(c, e, order, rule, window):
     out_alloc = np.empty(k, dtype=np.int64)
     tc, ws = scratch(c.kstar_max[e], c.free.shape[1])
     while not done(c, e):
-        if _decide(c, e, order, rule, window, keys, tried, eff, tc, ws, out_path, out_alloc) < 0:
+        if _decide(c, e, order, rule, window, strict, keys, tried, eff, tc, ws, out_path, out_alloc) < 0:
             if not advance(c, e):
                 return False
     return True

@@ -10,6 +10,13 @@ costs no Python per env; only episode ends (new workload) go back to Python. Wit
 Autoreset is ``SAME_STEP``: a finished sub-env is reset inside the step that ended it; that
 step returns the new episode's first observation, with ``info["final_obs"]`` /
 ``info["final_info"]`` (and ``_final_obs`` / ``_final_info`` masks) for the finished one.
+
+Infos are batched arrays: every step carries ``action_mask`` (N, n_actions), and
+``invalid_action``, ``reward_jct``, ``reward_cost`` (the reward's two parts, as
+``GeoPipeEnv``'s, the finishing step's included) and ``time_h`` (each env's clock, the new
+episode's for an env that just reset), each (N,); ``final_info`` carries the episode summary
+(``SUMMARY_KEYS``) and ``reward_scale``. The single env's per-job records are not built here
+(Python per job); run ``GeoPipeEnv`` or ``geo_gym.simulate`` with the same seed for them.
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.cost_weight = self._template.cost_weight
         k, w = self._template.num_regions, self._template.window
+        self.num_regions, self.window = k, w
         self.core = sim.ensure(
             sim.allocate(self.num_envs, k, self._template.max_jobs),
             **required_sizes(self._template._make_scenario(0), self._template.uncertainty),
@@ -104,10 +112,13 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             self._rngs = [seeding.np_random(s)[0] for s in seeds]
         for e in range(self.num_envs):
             self._load(e)
-        return self._obs.copy(), {"action_mask": self._masks.copy()}
+        return self._obs.copy(), {"action_mask": self._masks.copy(), "time_h": self.core.t / 3600.0}
 
     def step(self, actions):
+        if self.scenarios[0] is None:
+            raise RuntimeError("call reset() before step()")
         actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        area0, spent0 = self.core.area.copy(), self.core.spent.copy()
         self._step_batch(
             self.core,
             self.opts,
@@ -122,20 +133,28 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         )
         for e in np.flatnonzero(self.opts.deadlock):
             self._check_deadlock(int(e))
-        infos: dict[str, Any] = {"invalid_action": self._invalid.copy()}
+        infos: dict[str, Any] = {
+            "invalid_action": self._invalid.copy(),
+            "reward_jct": -(self.core.area - area0) / 3600.0 / self._scale,
+            "reward_cost": -self.cost_weight * (self.core.spent - spent0) / self._scale,
+        }
         done_envs = np.flatnonzero(self._terminated)
         if done_envs.size:
             final_obs = np.empty(self.num_envs, dtype=object)
             values = np.zeros((len(SUMMARY_KEYS), self.num_envs))
+            scale = np.zeros(self.num_envs)
             for e in done_envs:
                 final_obs[e] = self._obs[e].copy()
                 decision.summary_values(self.core, e, values[:, e])
+                scale[e] = self._scale[e]
                 self._load(int(e))
             summary = dict(zip(SUMMARY_KEYS, values, strict=True))
+            summary["reward_scale"] = scale
             mask = self._terminated.copy()
-            summary.update({f"_{key}": mask for key in SUMMARY_KEYS})
+            summary.update({f"_{key}": mask for key in summary})
             infos.update(final_obs=final_obs, _final_obs=mask, final_info=summary, _final_info=mask)
         infos["action_mask"] = self._masks.copy()
+        infos["time_h"] = self.core.t / 3600.0
         return (
             self._obs.copy(),
             self._rewards.copy(),

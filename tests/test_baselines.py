@@ -41,11 +41,64 @@ def test_env_path_equals_fast_path(name, scenario, kwargs):
     assert fast.jobs["gpus"].tolist() == [j["gpus"] for j in info["jobs"]]
 
 
+def test_strict_order_does_not_backfill():
+    # One 16-GPU region. a takes its 8 GPUs; b needs 12 (min_gpus) and cannot start until a
+    # ends; c fits on the 8 left. Backfilling starts c at once, strict order keeps it behind b.
+    from geo_gym import catalog
+    from geo_gym.cluster import Cluster, Region
+    from geo_gym.scenarios import Scenario
+    from geo_gym.workload import JobSpec
+
+    qwen, alpaca = catalog.model_by_name("Qwen2.5-14B"), catalog.dataset_by_name("Alpaca-52k")
+    jobs = (
+        JobSpec("a", qwen, alpaca, max_gpus=8),
+        JobSpec("b", qwen, alpaca, min_gpus=12),
+        JobSpec("c", qwen, alpaca, max_gpus=4),
+    )
+    scen = Scenario("strict", Cluster((Region("R", 16, 0.2, 10.0),)), jobs)
+    starts = {}
+    for strict in (False, True):
+        policy = baselines.make("fcfs", strict=strict)
+        fast = simulate(scen, policy, seed=0)
+        info = env_rollout(policy, scen, 0)
+        assert fast.jobs["start_h"].tolist() == [j["start_h"] for j in info["jobs"]]
+        starts[strict] = dict(zip(fast.jobs["name"], fast.jobs["start_h"], strict=True))
+    a_end = simulate(scen, baselines.make("fcfs"), seed=0).jobs.set_index("name").end_h["a"]
+    assert starts[False]["c"] == 0.0 and starts[False]["b"] == pytest.approx(a_end)
+    assert starts[True]["b"] == pytest.approx(a_end) and starts[True]["c"] >= starts[True]["b"]
+    with pytest.raises(ValueError, match="strict"):
+        baselines.make("random", strict=True)
+
+
 def test_random_policy_is_seeded_and_valid():
     a = simulate("random", baselines.make("random", seed=1), seed=2, scenario_kwargs={"num_regions": 3})
     b = simulate("random", baselines.make("random", seed=1), seed=2, scenario_kwargs={"num_regions": 3})
     assert a.summary == b.summary
     assert a.summary["steps"] >= a.summary["num_jobs"]
+
+
+def test_policies_read_envs_with_more_than_eleven_regions():
+    # 10 + 4K + 44W repeats when K differs by 11: a 12-region window-8 observation has the
+    # size of a 1-region window-9 one, so the layout comes from the env, not the size.
+    from baselines.policies import layout_from_obs_size
+
+    env = GeoPipeEnv("random", {"num_regions": 12, "num_jobs": 10}, window=8)
+    size = env.observation_space.shape[0]
+    assert layout_from_obs_size(size) == (1, 9)  # the inference alone is wrong here
+    assert layout_from_obs_size(size, 12) == (12, 8)
+    for policy in (baselines.make("bace_pipe", num_regions=12), baselines.make("random", num_regions=12)):
+        obs, info = env.reset(seed=1)
+        for _ in range(200):
+            a = int(policy.predict(obs)[0])
+            assert info["action_mask"][a], (policy, a)
+            obs, _, done, _, info = env.step(a)
+            if done:
+                break
+        assert done
+    # simulate hands the env's region count to a policy that reads the observation
+    kwargs = {"num_regions": 12, "num_jobs": 10}
+    res = simulate("random", baselines.make("random", seed=0), seed=1, scenario_kwargs=kwargs)
+    assert res.summary["num_jobs"] == 10 and res.summary["invalid_actions"] == 0
 
 
 def test_fig1_lcf_and_ldf_choose_the_papers_regions():

@@ -47,7 +47,7 @@ def test_episode_return_is_affine_in_avg_jct_and_cost(cost_weight):
     env = GeoPipeEnv("random", {"num_regions": 5}, cost_weight=cost_weight)
     _, rewards, info = rollout(env, seed=3, invalid_share=0.2)
     n = len(env.jobs)
-    expected = -(n * info["avg_jct_h"] + cost_weight * info["total_cost"]) / env._scale
+    expected = -(n * info["avg_jct_h"] + cost_weight * info["total_cost"]) / info["reward_scale"]
     assert sum(rewards) == pytest.approx(expected, rel=1e-9)
     jobs = info["jobs"]
     assert len(jobs) == n and np.mean([j["jct_h"] for j in jobs]) == pytest.approx(info["avg_jct_h"])
@@ -139,6 +139,10 @@ def test_bad_arguments():
         GeoPipeEnv(window=0)
     with pytest.raises(ValueError, match="cost_weight"):
         GeoPipeEnv(cost_weight=-1)
+    with pytest.raises(ValueError, match="cost_weight"):
+        GeoPipeEnv(cost_weight=float("inf"))  # 0 x inf would make rewards NaN
+    with pytest.raises(ValueError, match="num_regions"):
+        GeoPipeEnv("random")  # its region count varies by seed; the observation size cannot
     with pytest.raises(ValueError, match="known scenarios"):
         GeoPipeEnv("nope")
 
@@ -173,3 +177,21 @@ def test_a_deep_copy_continues_exactly_and_independently():
     o1, r1, *_ = venv.step(acts)
     o2, r2, *_ = vclone.step(acts)
     assert np.array_equal(o1, o2) and np.array_equal(r1, r2)
+
+
+def test_actions_are_one_integer_and_decode_in_range():
+    env = GeoPipeEnv("paper-fig1", window=2)
+    _, info = env.reset(seed=0)
+    wait = 2 * NUM_RULES
+    assert env.decode_action(np.int64(wait)) is None
+    assert env.decode_action(np.array([NUM_RULES + 3])) == (1, "lcf")
+    for bad in (-1, wait + 1):
+        with pytest.raises(ValueError, match="outside"):
+            env.decode_action(bad)
+    with pytest.raises(ValueError, match="one integer"):
+        env.step(np.array([0, 1]))
+    with pytest.raises(ValueError, match="one integer"):
+        env.step(1.5)
+    valid = int(np.flatnonzero(info["action_mask"])[0])
+    _, _, _, _, info = env.step(np.array([valid]))  # a one-element array, as SB3 passes it
+    assert not info["invalid_action"]

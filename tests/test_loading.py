@@ -159,7 +159,7 @@ def test_recurring_jobs_follow_the_per_job_generator_stream(seed):
     for job in scen.jobs:
         t = int(rng.integers(0, 18))
         early = rng.random() < t_p_early[t]
-        fate = min(max(float(t_end[t] * rng.lognormal(0.0, 0.25)), 0.01), 1.0) if early else None
+        fate = min(max(float(t_end[t] * rng.lognormal(0.0, 0.25)), 0.01), 1.0) if early else 1.0
         epochs = float(t_epochs[t] * rng.uniform(0.9, 1.1))
         assert job.model == catalog.PAPER_MODELS[int(t_model[t])]
         assert job.dataset == catalog.PAPER_DATASETS[int(t_data[t])]

@@ -64,6 +64,12 @@ def test_pathfinder_price_tie_break_and_earlier_start_wins_full_tie():
     # price tie-break: path with the cheaper region gets it
     p2 = pathfinder([2, 2, 2], [0.3, 0.3, 0.1], bw, 4, 1.0, flat)
     assert 2 in p2.path and p2.as_dict()[2] == 2
+    # The same allocation reached from starts 0 and 2: summed along each path its average
+    # price differs in the last bit (0.15358823529411766 vs ...764), so the tie must be judged
+    # on the allocation itself for the earlier start to win it.
+    bw4 = np.full((4, 4), 50.0)
+    p3 = pathfinder([16, 8, 8, 4], [0.108, 0.103, 0.263, 0.283], bw4, 34, 0.3, lambda g: 3.0 / g + 0.15)
+    assert p3.path == (0, 1, 2, 3) and p3.as_dict() == {0: 16, 1: 8, 2: 8, 3: 2}
 
 
 def test_pathfinder_skips_start_with_no_free_gpu_and_none_when_empty():

@@ -1,8 +1,11 @@
 import numpy as np
 import pytest
 
+import baselines
+import geo_gym
 from geo_gym.cluster import Cluster, Region
 from geo_gym.scenarios import make_scenario, scenario_factory, scenario_names
+from geo_gym.uncertainty import UncertaintyConfig
 
 
 def test_paper_default_loads_and_is_seeded():
@@ -80,3 +83,19 @@ def test_fig1_script_runs():
     df = mod["evaluate"]()
     assert list(df["strategy"]) == ["LCF", "LDF", "Ours (FCFS)", "Ours (Reordered)"]
     assert (df["avg_jct_h"] > 0).all() and (df["total_cost_usd"] > 0).all()
+
+
+def test_recurring_fates_come_from_templates_only():
+    # A recurring job that completes must not get a second, untemplated early-end coin from
+    # UncertaintyConfig.early_end_rate: its fate is part of the world (scenarios.recurring).
+    runs = {
+        rate: geo_gym.simulate(
+            "recurring", baselines.make("sjf"), seed=3,
+            env_kwargs={"uncertainty": UncertaintyConfig(early_end_rate=rate)},
+        ).jobs
+        for rate in (0.0, 0.9)
+    }
+    np.testing.assert_array_equal(runs[0.0].iters.values, runs[0.9].iters.values)
+    # catalog jobs run whole iterations: a completing job runs its configured count rounded
+    early = runs[0.9].iters.values < runs[0.9].configured_iters.values - 0.5
+    assert 0 < early.sum() < 0.6 * len(early)  # templates' mean early-end rate is 0.45

@@ -67,6 +67,27 @@ def test_repaired_gpu_leaves_and_comes_back():
     assert core.repairing[0].tolist() == [0, 0] and core.free[0].tolist() == [48, 48]
 
 
+def test_more_concurrent_repairs_than_jobs():
+    # A job can fail again while its earlier failure's GPUs are still being repaired, so
+    # repairs in progress can outnumber the jobs (at most one failure per attempt).
+    unc = UncertaintyConfig.preset(
+        "realistic", handler=True, failure_rate_per_gpu_hour=1e-2, repair_median_hours=24.0,
+        diagnosis_delay_hours=0.0,
+    )
+    env = GeoPipeEnv("recurring", {"num_jobs": 10}, uncertainty=unc)
+    _, info = env.reset(seed=0)
+    most = 0
+    while True:
+        a = int(np.flatnonzero(info["action_mask"])[0])
+        _, _, done, _, info = env.step(a)
+        most = max(most, int(env.core.n_rep[0]))
+        if done:
+            break
+    assert most > len(env.jobs)
+    assert len(info["jobs"]) == 10 and info["failures"] > 10
+    assert env.core.repairing[0].sum() >= 0 and (env.core.free[0] <= env.core.cap[0]).all()
+
+
 def test_handler_recognised_failure_waits_only_the_diagnosis_delay():
     unc = UncertaintyConfig(failure_rate_per_gpu_hour=1e-3, handler=True)
     core, _ = loaded(one_region(), unc)

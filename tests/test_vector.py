@@ -28,6 +28,8 @@ def test_make_vec_returns_native_vector_env_with_batched_mask():
 def test_vector_env_matches_single_envs_step_for_step():
     kwargs = {"num_regions": 4}
     venv = GeoPipeVectorEnv(3, "random", kwargs, window=4)
+    with pytest.raises(RuntimeError, match="reset"):
+        venv.step(np.zeros(3, np.int64))
     obs, info = venv.reset(seed=10)
     singles = [GeoPipeEnv("random", kwargs, window=4) for _ in range(3)]
     first = [s.reset(seed=10 + i)[0] for i, s in enumerate(singles)]
@@ -40,12 +42,15 @@ def test_vector_env_matches_single_envs_step_for_step():
         for i, s in enumerate(singles):
             o, r, t, _, i_single = s.step(int(acts[i]))
             assert r == rew[i] and t == term[i]
+            for key in ("reward_jct", "reward_cost"):
+                assert info[key][i] == i_single[key]
             if t:
                 episodes += 1
                 assert np.array_equal(info["final_obs"][i], o)
                 assert info["final_info"]["avg_jct_h"][i] == i_single["avg_jct_h"]
-                o, _ = s.reset()
-            assert np.array_equal(obs[i], o)
+                assert info["final_info"]["reward_scale"][i] == i_single["reward_scale"]
+                o, i_single = s.reset()
+            assert np.array_equal(obs[i], o) and info["time_h"][i] == i_single["time_h"]
     assert episodes >= 3
 
 

@@ -5,12 +5,14 @@ Gathers the SchedMate-derived components: duration predictor (section 3.1), job 
 Handler (section 3.3, Table 4) and the Metric Tracker (section 3.2, section 5.4).
 
 The default is the perfect world most scheduling papers assume (BACE-Pipe's included): the
-oracle predictor, no early ends, no failures, a tracker that sees every job exactly.
+oracle predictor, no failures, a tracker that sees every job exactly, and no early ends drawn
+here. Fates that are part of a workload still apply (trace jobs' final states, the
+``recurring`` scenario's templates); the oracle sees them.
 Presets:
 
 - ``perfect``: the default.
 - ``realistic``: a non-semantic scheduler in a production cluster: user estimates, 45 % early
-  ends, Llama 3 failure rate, no failure handler (every failure waits the manual delay),
+  ends (for jobs without fates of their own), Llama 3 failure rate, no failure handler (every failure waits the manual delay),
   no progress tracking.
 - ``schedmate``: the same world seen through SchedMate: the ``schedmate`` retrieval
   predictor, the Failure Handler on (Table 4 operating point), the Metric Tracker at 0.843 /
@@ -32,7 +34,8 @@ from geo_gym.uncertainty.predictors import PREDICTORS, DurationPredictor, make_p
 class UncertaintyConfig:
     predictor: str = "oracle"
     predictor_kwargs: dict[str, Any] = field(default_factory=dict, hash=False)
-    # Share of synthetic jobs that end early (trace jobs take their fate from the trace).
+    # Share of jobs without a fate of their own that end early. Trace jobs and the recurring
+    # scenario's jobs carry theirs (JobSpec.fate_fraction) and are not drawn again.
     early_end_rate: float = 0.0
     failure_rate_per_gpu_hour: float = 0.0
     checkpoint_interval_hours: float = 1.0  # of execution; <= 0 continuous, inf never
@@ -42,6 +45,9 @@ class UncertaintyConfig:
     # attempt's GPUs there). One GPU: most Llama 3 interruptions are single-GPU faults.
     gpus_per_failure: int = 1
     handler: bool = False
+    # Precision fixes the FPR on application failures (handler.operating_point). The core hands
+    # the handler infrastructure failures only (an early end is not one it sees), so precision
+    # changes no simulated outcome yet; recall (the TPR) does.
     handler_precision: float = fh.TABLE4_PRECISION
     handler_recall: float = fh.TABLE4_RECALL
     handler_base_rate: float = fh.TABLE4_BASE_RATE
@@ -49,7 +55,9 @@ class UncertaintyConfig:
     manual_delay_hours: float = fh.DEFAULT_MANUAL_DELAY_HOURS
     tracker_detect_prob: float = 1.0
     tracker_rmsre: float = 0.0
-    max_attempts: int = 16  # pre-drawn failure numbers per job; the core's retry cap
+    # Pre-drawn failures per job: a job fails at most this many times, and its later attempts
+    # run failure-free (the failure process is cut short there, not the job).
+    max_attempts: int = 16
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str) -> ValueError:

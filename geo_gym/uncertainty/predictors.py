@@ -269,8 +269,10 @@ class OraclePredictor(DurationPredictor):
 
 
 class NoisyPredictor(DurationPredictor):
-    """actual x log-normal(0, sigma). ``z`` are pre-drawn standard normals (one per job),
-    drawn at episode reset so policies see common random numbers."""
+    """actual x log-normal(0, sigma): centred (in the median) on the iterations the job will
+    really run, so it knows each job's fate; its mean is exp(sigma^2 / 2) x actual (1.65 x at
+    sigma = 1). ``z`` are pre-drawn standard normals (one per job), drawn at episode reset so
+    policies see common random numbers."""
 
     name = "noisy"
     uses_truth = True
@@ -413,7 +415,8 @@ SCHEDMATE_PRESET = dict(k=3, threshold=0.8, fields=FIELDS, record="actual")
 # metadata-only: Lucid-like (SchedMate section 4.1: "relies on limited, surface-level
 # metadata (e.g., username, job name)"). Two biases make it this bad, each realistic: it
 # records configured durations, i.e. assumes every job runs to completion (SchedMate C2), and
-# it smooths heavily over loosely similar jobs (k=400, any positive similarity), as a
+# it smooths heavily over loosely similar jobs (k=400, threshold 0: any similarity, zero
+# included, so every stored job can be a neighbour), as a
 # squared-loss regressor on sparse features does, so its estimates sit near heavy-tailed
 # conditional means, far above most jobs' durations.
 METADATA_ONLY_PRESET = dict(
