@@ -16,7 +16,7 @@ mean and standard deviation over seeds. Writes <out>/<experiment>.csv (one row p
     python scripts/benchmark.py --uncertainty --out docs/results
 
 runs instead the SchedMate experiment on the `recurring` workload (users resubmitting
-variants, Poisson arrivals, 45% early ends, 2 warm-up workloads of history): BACE-Pipe and
+variants, Poisson arrivals, templates' early ends, 45% on average, 2 warm-up workloads of history): BACE-Pipe and
 SJF under oracle / noisy (sigma 1) / user-estimate / schedmate (retrieval) / metadata-only
 predictions, with infrastructure failures at the Llama 3 rate and at 10x, the failure handler
 off and on, plus schedmate_sjf (retrieval + handler). Writes uncertainty.csv,
@@ -148,7 +148,6 @@ def run_uncertainty() -> None:
     for (pol, pname, scale, handler, pkw), seed in tqdm(jobs, desc="uncertainty"):
         unc = UncertaintyConfig(
             **pkw,
-            early_end_rate=0.45,
             failure_rate_per_gpu_hour=LLAMA3_RATE_PER_GPU_HOUR * scale,
             handler=handler,
         )

@@ -6,9 +6,9 @@
     python scripts/train_ppo.py --name long --resume  # continue from runs/long/last.zip
 
 The default workload is `recurring` (users resubmitting variants of their jobs, Poisson
-arrivals) under the `realistic` uncertainty preset (user-estimate predictions, 45% early ends,
-infrastructure failures at the Llama 3 rate, no failure handler): where fixed heuristics are
-weakest. Writes runs/<name>/: TensorBoard logs (tb/), the latest checkpoint (last.zip, every
+arrivals, templates' early ends, 45% on average) under the `realistic` uncertainty preset
+(user-estimate predictions, infrastructure failures at the Llama 3 rate, no failure
+handler): where fixed heuristics are weakest. Writes runs/<name>/: TensorBoard logs (tb/), the latest checkpoint (last.zip, every
 --checkpoint-every steps), eval.csv (agent vs BACE-Pipe during training) and comparison.csv
 (the final table on held-out seeds, which training never sees: seeds >= 1_000_000)
 and curve.png (the eval.csv curves).
