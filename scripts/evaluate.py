@@ -55,7 +55,7 @@ from tqdm import tqdm  # noqa: E402
 import baselines  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
 from traces.mapping import MappingOptions, map_trace  # noqa: E402
-from traces.readers import guess_kind, read_trace  # noqa: E402
+from traces.readers import READERS, guess_kind, read_trace  # noqa: E402
 from traces.warmup import simulate_warm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +89,8 @@ parser.add_argument("--out", type=Path, default=Path("out/eval"))
 trace = parser.add_argument_group("traces (docs/traces.md)")
 trace.add_argument("--trace", choices=["philly", "acme"], help="evaluate on a trace instead of --scenario")
 trace.add_argument("--trace-file", type=Path, help="default: the committed synthetic sample of --trace")
+trace.add_argument("--trace-kind", choices=sorted(READERS), default=None,
+                   help="the file's format (traces.READERS); default: guessed from the file name")
 trace.add_argument("--window-start-days", type=float, default=0.0, help="on the trace clock (first job = 0)")
 trace.add_argument("--window-days", type=float, default=0.25, help="0: the whole trace")
 trace.add_argument("--window-stride-days", type=float, default=None, help="between replicates; default --window-days")
@@ -119,11 +121,11 @@ def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object, obje
     them, and a label for the output."""
     path = args.trace_file or SYNTHETIC_SAMPLES[args.trace]
     synthetic = args.trace_file is None
-    kind = guess_kind(path)
-    if args.trace == "acme":
-        kind = kind if kind and kind.startswith("acme") else "acme"
-    elif kind is None or kind.startswith("acme"):
-        kind = "philly_job_log"
+    kind = args.trace_kind or guess_kind(path)
+    if kind is None:  # the name gives no hint: the trace family's own raw format
+        kind = "acme" if args.trace == "acme" else "philly_job_log"
+    elif kind.startswith("acme") != (args.trace == "acme"):
+        raise SystemExit(f"--trace {args.trace} with a {kind} file ({path}): fix --trace or give --trace-kind")
     table = read_trace(path, kind)
     if args.max_jobs is not None and args.max_jobs < 0:
         raise SystemExit(f"--max-jobs must be >= 0 (0: the whole window), got {args.max_jobs}")

@@ -89,6 +89,19 @@ def test_evaluate_bad_trace_file_is_a_clear_error(tmp_path):
     assert "broken_cluster_job_log.json" in out.stderr and "missing field" in out.stderr
 
 
+def test_evaluate_reads_a_file_whose_name_gives_no_hint_with_trace_kind(tmp_path):
+    # a download keeps its own name (Acme's trace_seren.csv has no "acme" in it, say)
+    plain = tmp_path / "jobs.csv"
+    plain.write_bytes((ROOT / "traces" / "data" / "synthetic_acme_seren.csv").read_bytes())
+    args = ("--trace", "acme", "--trace-file", str(plain), "--policies", "lcf", "--seeds", "1",
+            "--window-days", "0.05")
+    out = run(tmp_path, *args, "--trace-kind", "acme_seren")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "[acme_seren]" in out.stdout
+    wrong = run(tmp_path, "--trace", "philly", *args[2:], "--trace-kind", "acme_seren")
+    assert wrong.returncode != 0 and "--trace-kind" in wrong.stderr
+
+
 def test_evaluate_a_checkpoint_on_a_trace(tmp_path):
     """A checkpoint (an untrained model: loading and acting is what is tested here; training is
     tests/test_training.py's) on the synthetic Philly sample, acting through GeoPipeEnv."""

@@ -364,6 +364,10 @@ def test_acme_good_rows(tmp_path: Path, cluster: str) -> None:
     ("seren", {"submit_time": "not a time"}, "submit_time"),
     ("kalos", {"fail_time": "2023-13-01 00:00:00+08:00"}, "fail_time"),
     ("seren", {"end_time": "2023-03-01 00:00:01+08:00"}, "end_time"),
+    ("seren", {"submit_time": "2023-03-01 00:00:00"}, "submit_time"),  # read as UTC: 8 h off
+    ("kalos", {"fail_time": "2023-03-01 00:00:30"}, "fail_time"),
+    ("seren", {"start_time": "2023-02-28 23:59:00+08:00"}, "start_time"),  # before its submit
+    ("seren", {"node_num": "0"}, "node_num"),  # 8 GPUs on no node
 ])
 def test_acme_malformed(tmp_path: Path, cluster: str, change, column: str) -> None:
     path = _write_acme(tmp_path, cluster, [_acme_row(cluster), _acme_row(cluster, **change)])

@@ -75,6 +75,36 @@ def _check_required_text(raw: pd.DataFrame, column: str, path: object) -> None:
         raise TraceFormatError(path, int(bad[0]), column, "missing value")
 
 
+_UTC_OFFSET = r"(?:[+-]\d{2}:?\d{2}|Z)\s*$"
+
+
+def _check_offsets(raw: pd.DataFrame, columns: tuple[str, ...], path: object) -> None:
+    """Every time in the file has a UTC offset or none has: a time without one among times with
+    one would be read as UTC and move by the offset (8 h for Acme's +08:00)."""
+    first = None
+    for column in columns:
+        text = raw[column]
+        present = text.notna().to_numpy()
+        aware = text.astype(str).str.contains(_UTC_OFFSET, regex=True).to_numpy()
+        if first is None and present.any():
+            first = bool(aware[present][0])
+        if first is not None:
+            bad = np.flatnonzero(present & (aware != first))
+            if bad.size:
+                what = "has no UTC offset, unlike" if first else "has a UTC offset, unlike"
+                raise TraceFormatError(path, int(bad[0]), column, f"{text.iloc[bad[0]]!r} {what} the file's first time")
+
+
+def _check_consistency(nodes: np.ndarray, gpus: np.ndarray, submit: np.ndarray, start: np.ndarray,
+                       path: object) -> None:
+    bad = np.flatnonzero((nodes == 0) & (gpus > 0))
+    if bad.size:
+        raise TraceFormatError(path, int(bad[0]), "node_num", f"0 nodes for {gpus[bad[0]]} GPUs")
+    bad = np.flatnonzero(start < submit)  # NaN (never started) compares False
+    if bad.size:
+        raise TraceFormatError(path, int(bad[0]), "start_time", "starts before submit_time")
+
+
 def _attempts(start: np.ndarray, end: np.ndarray, path: object) -> list[tuple]:
     bad = np.flatnonzero(end < start)
     if bad.size:
@@ -93,6 +123,8 @@ def read_acme(path: str | Path, cluster: str | None = None, gpu_only: bool = Fal
         _check_required_text(raw, column, path)
     _check_states(raw, cluster, path)
 
+    times = ("submit_time", "start_time", "end_time") + (("fail_time", "stop_time") if cluster == "kalos" else ())
+    _check_offsets(raw, times, path)
     nodes = parse_number(raw, "node_num", path, integer=True, min_value=0)
     gpus = parse_number(raw, "gpu_num", path, integer=True, min_value=0)
     parse_number(raw, "cpu_num", path, min_value=0)
@@ -107,6 +139,7 @@ def read_acme(path: str | Path, cluster: str | None = None, gpu_only: bool = Fal
     duration = parse_number(raw, "duration", path, allow_missing=True)
     queue = parse_number(raw, "queue", path, allow_missing=True)
     parse_number(raw, "gpu_time", path, allow_missing=True)
+    _check_consistency(nodes, gpus, submit, start, path)
 
     keep = gpus > 0 if gpu_only else np.ones(len(raw), dtype=bool)
     with np.errstate(divide="ignore", invalid="ignore"):

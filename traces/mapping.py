@@ -220,8 +220,9 @@ def fate_rule(state: str, early_end_fraction: float = EARLY_END_FRACTION,
 
 
 def failure_points(state: str, attempts: tuple, duration: float, fail_time: float) -> tuple[float, ...]:
-    """Seconds of run (summed over the attempts, so on the ``duration`` scale) at which the job
-    had infrastructure failures, in attempt order.
+    """Each infrastructure failure's point, in attempt order: the seconds that attempt ran before
+    it failed (per attempt, not cumulative: ``JobSpec.failure_gpu_hours`` counts from each
+    attempt's start).
 
     * Philly retries: every attempt but the last ended in a failure that the cluster retried.
       Unless the job finally FAILED, each is an infrastructure failure at the end of its
