@@ -59,6 +59,10 @@ class CheckpointLast(BaseCallback):
         self.model.save(str(tmp))
         tmp.replace(self.path)
 
+    def _on_training_start(self) -> None:
+        # a resumed model keeps its step count: continue the schedule, do not restart it
+        self._last = self.num_timesteps - self.num_timesteps % self.every
+
     def _on_step(self) -> bool:
         if self.num_timesteps - self._last >= self.every:
             self._last = self.num_timesteps
@@ -85,6 +89,9 @@ class CompareToBaceCallback(BaseCallback):
         self.history: list[dict] = []
         # BACE-Pipe is deterministic: evaluate it once.
         self._bace = evaluate({"bace_pipe": baselines.make("bace_pipe")}, scenario, self.seeds, scenario_kwargs, env_kwargs)
+
+    def _on_training_start(self) -> None:
+        self._last = self.num_timesteps - self.num_timesteps % self.every  # as CheckpointLast
 
     def _on_step(self) -> bool:
         if self.num_timesteps - self._last < self.every:

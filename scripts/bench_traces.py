@@ -46,15 +46,22 @@ RFOLD = ROOT.parent / "shared" / "traces" / "philly" / "rfold_philly_trace.csv.g
 RFOLD_JOBS = 111_549
 DAY = 86_400.0
 
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--trace-file", type=Path, default=None, help=f"default: {RFOLD} if present")
 parser.add_argument("--policy", default="bace_pipe")
 parser.add_argument("--uncertainty", type=lambda v: json.loads(v) if v.startswith("{") else v, default="perfect",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"predictor": "metadata-only"}\'')
-parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+parser.add_argument("--sizes", type=positive, nargs="+", default=[1_000, 10_000, 100_000])
 parser.add_argument("--week-start-days", type=float, default=56.0)
 parser.add_argument("--target-load", type=float, default=0.5)
-parser.add_argument("--repeat", type=int, default=1, help="runs per case; the fastest is reported")
+parser.add_argument("--repeat", type=positive, default=1, help="runs per case; the fastest is reported")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--out", type=Path, default=None, help="write bench.csv and bench.png here")
 
@@ -64,16 +71,21 @@ def source_table(path: Path | None):
         path = RFOLD
     if path is not None:
         return read_trace(path), str(path)
-    tmp = Path(tempfile.mkdtemp()) / "synthetic_philly_job_log.json"
-    write_philly_job_log(generate_philly_job_log(RFOLD_JOBS, 1), tmp)
-    return read_trace(tmp, "philly_job_log"), f"SYNTHETIC Philly job log ({RFOLD_JOBS} jobs, seed 1)"
+    with tempfile.TemporaryDirectory() as tmp:  # 40 MB of JSON: read it, then delete it
+        file = Path(tmp) / "synthetic_philly_job_log.json"
+        write_philly_job_log(generate_philly_job_log(RFOLD_JOBS, 1), file)
+        return read_trace(file, "philly_job_log"), f"SYNTHETIC Philly job log ({RFOLD_JOBS} jobs, seed 1)"
+
+
+def size_label(size: int) -> str:
+    return f"sample-{size // 1000}k" if size % 1000 == 0 else f"sample-{size}"
 
 
 def cases(table, sizes, week_start_days):
     n = len(table)
     for size in sizes:
         if size < n:
-            yield f"sample-{size // 1000}k", {"sample": size / n}
+            yield size_label(size), {"sample": size / n}
     yield "full", {}
     yield "week", {"start": week_start_days * DAY, "length": 7 * DAY}
 
@@ -93,6 +105,12 @@ def run_case(table, options, policy, env_kwargs, seed, repeat):
 
 def main(args) -> None:
     table, label = source_table(args.trace_file)
+    span_days = float(table["submit"].max()) / DAY if len(table) else 0.0
+    if args.week_start_days > span_days:
+        raise SystemExit(
+            f"--week-start-days {args.week_start_days:g}: the trace's submissions end at day {span_days:.2f}; "
+            "pass a start inside it"
+        )
     print(f"trace: {label}; policy {args.policy}; uncertainty {args.uncertainty}; target load {args.target_load}")
     warm = map_trace(table, max_jobs=50, target_load=args.target_load)
     env_kwargs = {"uncertainty": args.uncertainty}

@@ -54,6 +54,7 @@ from tqdm import tqdm  # noqa: E402
 
 import baselines  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
+from geo_gym.scenarios import scenario_factory  # noqa: E402
 from traces.mapping import MappingOptions, map_trace  # noqa: E402
 from traces.readers import READERS, guess_kind, read_trace  # noqa: E402
 from traces.warmup import simulate_warm  # noqa: E402
@@ -73,6 +74,20 @@ RATIO_NAMES = {
 AGENT_MAX_JOBS = 300
 DAY = 86_400.0
 
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
+def not_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--policies", nargs="+", default=["bace_pipe", "sjf", "lcf", "ldf", "cr_lcf", "cr_ldf", "fcfs", "random"])
 parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo", help="for checkpoints")
@@ -83,7 +98,7 @@ parser.add_argument("--uncertainty", type=lambda v: json.loads(v) if v.startswit
 parser.add_argument("--warmup-workloads", type=int, default=0)
 parser.add_argument("--window", type=int, default=8, help="the env's queue window (agents)")
 parser.add_argument("--cost-weight", type=float, default=0.1)
-parser.add_argument("--seeds", type=int, default=None, help="replicates: 10 for a scenario, 4 for a trace")
+parser.add_argument("--seeds", type=positive, default=None, help="replicates: 10 for a scenario, 4 for a trace")
 parser.add_argument("--first-seed", type=int, default=2_000_000, help="training never uses seeds >= 1e6")
 parser.add_argument("--out", type=Path, default=Path("out/eval"))
 trace = parser.add_argument_group("traces (docs/traces.md)")
@@ -92,7 +107,7 @@ trace.add_argument("--trace-file", type=Path, help="default: the committed synth
 trace.add_argument("--trace-kind", choices=sorted(READERS), default=None,
                    help="the file's format (traces.READERS); default: guessed from the file name")
 trace.add_argument("--window-start-days", type=float, default=0.0, help="on the trace clock (first job = 0)")
-trace.add_argument("--window-days", type=float, default=0.25, help="0: the whole trace")
+trace.add_argument("--window-days", type=not_negative, default=0.25, help="0: the whole trace")
 trace.add_argument("--window-stride-days", type=float, default=None, help="between replicates; default --window-days")
 trace.add_argument("--sample", type=float, default=1.0, help="fraction of each window's jobs kept")
 trace.add_argument("--max-jobs", type=int, default=None,
@@ -112,8 +127,42 @@ def load_policy(name: str, algo: str):
         from agents.policy import AgentPolicy  # torch only when an agent is evaluated
         from agents.training import load_model
 
-        return Path(name).parent.name or name, AgentPolicy(load_model(algo, name))
+        try:
+            model = load_model(algo, name)
+        except (TypeError, ValueError) as err:  # SB3's words for "another algorithm's checkpoint"
+            raise SystemExit(f"{name}: not a {algo} checkpoint ({err}); pass --algo ppo or maskable-ppo") from None
+        return Path(name).parent.name or name, AgentPolicy(model)
     return name, baselines.make(name)
+
+
+def load_policies(names: list[str], algo: str) -> dict:
+    """Policies by label: a checkpoint is labelled by its folder (runs/NAME/last.zip -> NAME),
+    or by its path without .zip when that label is taken (two checkpoints of one folder, or a
+    folder named like a baseline)."""
+    policies = {}
+    for name in names:
+        label, policy = load_policy(name, algo)
+        if label in policies:
+            label = name[: -len(".zip")] if name.endswith(".zip") else name
+        if label in policies:
+            raise SystemExit(f"--policies: {name} is given twice")
+        policies[label] = policy
+    return policies
+
+
+def check_agents_fit(policies: dict, num_regions: int, window: int) -> None:
+    """A checkpoint reads observations of the layout it was trained on."""
+    from geo_gym.decision import obs_size
+
+    size = obs_size(num_regions, window)
+    for label, policy in policies.items():
+        model = getattr(policy, "model", None)
+        if model is not None and model.observation_space.shape != (size,):
+            raise SystemExit(
+                f"checkpoint {label!r} takes observations of size {model.observation_space.shape[0]}, "
+                f"these envs give {size} ({num_regions} regions, --window {window}): match the "
+                "--window (and the region count) it was trained with"
+            )
 
 
 def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object, object]], pd.DataFrame, str]:
@@ -208,8 +257,18 @@ def plot(table: pd.DataFrame, jcts: dict, out: Path, title: str) -> None:
 
 
 def main(args) -> None:
+    if not args.trace:
+        given = [f"--{k.replace('_', '-')}" for k in ("trace_file", "trace_kind") if getattr(args, k) is not None]
+        given += ["--warmup-previous-window"] * args.warmup_previous_window
+        if given:
+            raise SystemExit(f"{', '.join(given)}: only with --trace philly|acme")
+    elif args.warmup_workloads:
+        raise SystemExit(
+            "--warmup-workloads replays draws of the workload itself, which for a trace is the window "
+            "being evaluated; use --warmup-previous-window"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
-    policies = dict(load_policy(p, args.algo) for p in args.policies)
+    policies = load_policies(args.policies, args.algo)
     if "bace_pipe" not in policies:
         policies["bace_pipe"] = baselines.make("bace_pipe")  # the reference
     env_kwargs = {
@@ -231,6 +290,10 @@ def main(args) -> None:
         workloads = [(s, args.scenario, None) for s in range(args.first_seed, args.first_seed + args.seeds)]
         label = f"scenario {args.scenario} {args.scenario_kwargs or ''}"
         kwargs = {"scenario_kwargs": args.scenario_kwargs}
+    first = workloads[0][1]
+    if isinstance(first, str):
+        first = scenario_factory(first, **args.scenario_kwargs)(workloads[0][0])
+    check_agents_fit(policies, first.cluster.num_regions, args.window)
     rows, jcts, wall = [], {}, {}
     tasks = [(p, w) for p in policies.items() for w in workloads]
     for (name, pol), (seed, scenario, past) in tqdm(tasks, desc="evaluate"):

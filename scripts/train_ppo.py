@@ -10,8 +10,14 @@ arrivals, templates' early ends, 45% on average) under the `realistic` uncertain
 (user-estimate predictions, infrastructure failures at the Llama 3 rate, no failure
 handler): where fixed heuristics are weakest. Writes runs/<name>/: TensorBoard logs (tb/), the latest checkpoint (last.zip, every
 --checkpoint-every steps), eval.csv (agent vs BACE-Pipe during training) and comparison.csv
-(the final table on held-out seeds, which training never sees: seeds >= 1_000_000)
-and curve.png (the eval.csv curves).
+(the final table on held-out seeds, which training never sees: seeds >= 1_000_000),
+curve.png (the eval.csv curves) and settings.json (the options that define the run).
+
+--resume continues runs/<name>/last.zip to --timesteps in all, with the run's own settings
+(a differing --scenario, --uncertainty, ... is an error), its TensorBoard logs in the same
+tb/ and its evaluations on the same schedule. Its envs restart on workload seeds shifted by the
+steps already done, so a resumed run is reproducible but not identical to an uninterrupted one
+(the envs' mid-episode state is not in the checkpoint).
 """
 
 from __future__ import annotations
@@ -34,29 +40,56 @@ from agents.training import (
     make_vec_env,
 )
 
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--name", default="default", help="run folder under runs/")
 parser.add_argument("--scenario", default="recurring")
 parser.add_argument("--scenario-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
 parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo")
-parser.add_argument("--timesteps", type=int, default=100_000)
-parser.add_argument("--num-envs", type=int, default=16)
+parser.add_argument("--timesteps", type=positive, default=100_000)
+parser.add_argument("--num-envs", type=positive, default=16)
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--cost-weight", type=float, default=0.1, help="hours of JCT per dollar in the reward")
 parser.add_argument("--window", type=int, default=8)
 parser.add_argument("--uncertainty", type=lambda v: json.loads(v) if v.startswith("{") else v, default="realistic",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
 parser.add_argument("--warmup-workloads", type=int, default=2, help="workloads pre-filling the retrieval history")
-parser.add_argument("--n-steps", type=int, default=128, help="rollout length per env")
-parser.add_argument("--eval-every", type=int, default=20_000)
-parser.add_argument("--eval-seeds", type=int, default=10, help="held-out workloads during training")
-parser.add_argument("--final-seeds", type=int, default=30, help="held-out workloads for the final table")
-parser.add_argument("--checkpoint-every", type=int, default=10_000)
+parser.add_argument("--n-steps", type=positive, default=128, help="rollout length per env")
+parser.add_argument("--eval-every", type=positive, default=20_000)
+parser.add_argument("--eval-seeds", type=positive, default=10, help="held-out workloads during training")
+parser.add_argument("--final-seeds", type=positive, default=30, help="held-out workloads for the final table")
+parser.add_argument("--checkpoint-every", type=positive, default=10_000)
 parser.add_argument("--resume", action="store_true", help="continue from runs/<name>/last.zip")
 parser.add_argument("--no-progress", action="store_true")
 args = parser.parse_args()
 
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with args.seed + i
+# The options that define a run: --resume must not change them.
+SETTINGS = ("scenario", "scenario_kwargs", "algo", "num_envs", "seed", "cost_weight", "window",
+            "uncertainty", "warmup_workloads", "n_steps")
+
+
+def check_settings(run: Path) -> None:
+    """Write the run's settings (fresh run) or check that --resume keeps them."""
+    path = run / "settings.json"
+    mine = {key: getattr(args, key) for key in SETTINGS}
+    if not args.resume:
+        path.write_text(json.dumps(mine, indent=1) + "\n")
+        return
+    if not path.exists():
+        return  # a run from before settings were recorded: nothing to compare
+    saved = json.loads(path.read_text())
+    changed = [f"--{k.replace('_', '-')} {mine[k]!r} (the run has {saved[k]!r})"
+               for k in SETTINGS if k in saved and saved[k] != mine[k]]
+    if changed:
+        raise SystemExit(f"--resume keeps the run's settings; these differ: {'; '.join(changed)}")
 
 
 def plot_curve(history: pd.DataFrame, path: Path) -> None:
@@ -81,6 +114,13 @@ def plot_curve(history: pd.DataFrame, path: Path) -> None:
 def main() -> None:
     run = Path("runs") / args.name
     run.mkdir(parents=True, exist_ok=True)
+    last = run / "last.zip"
+    if args.resume and not last.exists():
+        raise SystemExit(f"--resume: no checkpoint at {last}")
+    check_settings(run)
+    if not args.resume:  # a fresh run under a used name: no stale curves next to the new ones
+        for stale in ("eval.csv", "curve.png"):
+            (run / stale).unlink(missing_ok=True)
     env_kwargs = {
         "window": args.window,
         "cost_weight": args.cost_weight,
@@ -88,11 +128,14 @@ def main() -> None:
         "warmup_workloads": args.warmup_workloads,
     }
     env = make_vec_env(args.num_envs, args.scenario, args.scenario_kwargs, seed=args.seed, **env_kwargs)
-    last = run / "last.zip"
     if args.resume:
-        if not last.exists():
-            raise SystemExit(f"--resume: no checkpoint at {last}")
-        model = load_model(args.algo, last, env=env)
+        try:
+            model = load_model(args.algo, last, env=env)
+        except (TypeError, ValueError) as err:  # another algorithm's checkpoint, another layout
+            raise SystemExit(f"--resume: {last} does not fit --algo {args.algo} and these envs: {err}") from None
+        model.tensorboard_log = str(run / "tb")  # the zip remembers where it was first trained
+        # fresh workloads for the resumed part, not a replay of the first ones
+        env.seed(args.seed + model.num_timesteps)
     else:
         model = make_model(
             args.algo, env, args.seed, str(run / "tb"), n_steps=args.n_steps, batch_size=256,

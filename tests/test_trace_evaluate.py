@@ -112,13 +112,27 @@ def test_evaluate_a_checkpoint_on_a_trace(tmp_path):
     ckpt = tmp_path / "tiny" / "last.zip"
     ckpt.parent.mkdir()
     model.save(str(ckpt))
-    out = run(tmp_path, "--trace", "philly", "--policies", "lcf", str(ckpt), "--window", "2",
+    other = ckpt.with_name("other.zip")  # a second checkpoint of the same run folder
+    other.write_bytes(ckpt.read_bytes())
+    out = run(tmp_path, "--trace", "philly", "--policies", "lcf", str(ckpt), str(other), "--window", "2",
               "--seeds", "1", "--window-days", "0", "--max-jobs", "25")
     assert out.returncode == 0, out.stderr[-3000:]
     table = pd.read_csv(tmp_path / "table.csv", index_col=0)
-    assert set(table.index) == {"lcf", "tiny", "bace_pipe"}
+    assert set(table.index) == {"lcf", "tiny", str(other)[: -len(".zip")], "bace_pipe"}
     runs = pd.read_csv(tmp_path / "runs.csv")
     assert (runs.jobs == 25).all()
+    # a checkpoint reads the layout it was trained on: a clear error names the option
+    wrong = run(tmp_path, "--trace", "philly", "--policies", str(ckpt), "--window", "4", "--seeds", "1")
+    assert wrong.returncode != 0 and "--window 4" in wrong.stderr
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--trace-file", "x.json"], "--trace-file: only with --trace"),
+    (["--trace", "philly", "--warmup-workloads", "1"], "--warmup-previous-window"),
+])
+def test_evaluate_rejects_options_that_would_be_ignored_or_leak(tmp_path, args, words):
+    out = run(tmp_path, *args, "--policies", "lcf", "--seeds", "1")
+    assert out.returncode != 0 and words in out.stderr
 
 
 def test_agents_get_short_windows_by_default():

@@ -1,5 +1,6 @@
 """The training pipeline end to end on a tiny budget (not a timed test)."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,10 +33,19 @@ def test_train_script_checkpoints_resumes_and_reports(tmp_path):
     evals = pd.read_csv(run / "eval.csv")
     assert len(evals) >= 1 and (evals.bace_avg_jct_h > 0).all()
     assert {"agent_failures", "bace_failures", "jct_ratio", "cost_ratio"} <= set(evals.columns)
-    # resume continues from the checkpoint up to a larger budget
-    resumed = subprocess.run(cmd[:5] + ["4096"] + cmd[6:] + ["--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    # resume continues a copy of the run, from its checkpoint up to a larger budget, on the same
+    # evaluation schedule, logging into its own folder (the zip remembers the original's)
+    shutil.copytree(run, tmp_path / "runs" / "u")
+    before = sorted((run / "tb").rglob("events.out.tfevents.*"))
+    resume = cmd[:3] + ["u", cmd[4], "4096"] + cmd[6:] + ["--resume"]
+    resumed = subprocess.run(resume, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "trained 4096 steps" in resumed.stdout
+    assert pd.read_csv(tmp_path / "runs" / "u" / "eval.csv").timesteps.tolist() == [1024, 2048, 3072, 4096]
+    assert sorted((run / "tb").rglob("events.out.tfevents.*")) == before
+    assert len(list((tmp_path / "runs" / "u" / "tb").rglob("events.out.tfevents.*"))) > len(before)
+    changed = subprocess.run(resume + ["--cost-weight", "0.5"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert changed.returncode != 0 and "--cost-weight 0.5" in changed.stderr
 
 
 def test_checkpoint_reload_gives_identical_actions(tmp_path):
