@@ -195,3 +195,30 @@ def test_actions_are_one_integer_and_decode_in_range():
     valid = int(np.flatnonzero(info["action_mask"])[0])
     _, _, _, _, info = env.step(np.array([valid]))  # a one-element array, as SB3 passes it
     assert not info["invalid_action"]
+
+
+def _first_valid_rollout(env, seed):
+    """Every step's info, always taking the first valid action."""
+    _, info = env.reset(seed=seed)
+    infos = []
+    while True:
+        _, r, done, _, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+        infos.append((r, info))
+        if done:
+            return infos
+
+
+def test_reward_parts_add_up_and_the_scale_ignores_fates_and_predictions():
+    runs = {w: _first_valid_rollout(GeoPipeEnv("paper-default", {"num_jobs": 12}, cost_weight=w), 2)
+            for w in (0.5, 1.0)}
+    for (r, info), (_, twice) in zip(runs[0.5], runs[1.0], strict=True):
+        assert r == pytest.approx(info["reward_jct"] + info["reward_cost"], rel=1e-12, abs=1e-15)
+        assert twice["reward_cost"] == pytest.approx(2 * info["reward_cost"])  # cost_weight applies
+        assert twice["reward_jct"] == info["reward_jct"]
+    assert any(info["reward_cost"] < 0 for _, info in runs[0.5])
+    # the scale is the configured work's ideal hours: early ends and a noisy predictor change
+    # neither it nor, therefore, what a return means
+    other = {"predictor": "noisy", "predictor_kwargs": {"sigma": 1.0}, "early_end_rate": 0.9}
+    final = _first_valid_rollout(GeoPipeEnv("paper-default", {"num_jobs": 12}, uncertainty=other), 2)[-1][1]
+    assert any(j["iters"] < j["configured_iters"] for j in final["jobs"])
+    assert final["reward_scale"] == runs[0.5][-1][1]["reward_scale"]

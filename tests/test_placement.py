@@ -132,3 +132,23 @@ def test_cluster_state_allocate_release():
     assert st.alpha() == pytest.approx(10.0 / 30.0)
     st.release(Placement((0, 1), (3, 2)), 5.0)
     assert st.free.tolist() == [4, 4] and st.alpha() == 0.0
+
+
+def test_smaller_pathfinder_options_aim_at_half_and_a_quarter_of_k_star():
+    # The env's rules 7 and 8 (env.py): Alg. 1 + 2 aiming at ceil(K*/2) / ceil(K*/4) GPUs. On a
+    # cluster large enough that nothing queues, the full rule gives every job K*.
+    import math
+
+    import baselines
+    import geo_gym
+
+    gpus = {
+        rule: geo_gym.simulate(
+            "paper-default", baselines.FixedPolicy(rule, "fcfs", rule), seed=0,
+            scenario_kwargs={"capacity_scale": 20.0},
+        ).jobs.gpus.tolist()
+        for rule in ("pathfinder", "pathfinder_half", "pathfinder_quarter")
+    }
+    k_star = gpus["pathfinder"]
+    assert gpus["pathfinder_half"] == [math.ceil(k / 2) for k in k_star]
+    assert gpus["pathfinder_quarter"] == [math.ceil(k / 4) for k in k_star]

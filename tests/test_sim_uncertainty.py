@@ -85,7 +85,7 @@ def test_more_concurrent_repairs_than_jobs():
             break
     assert most > len(env.jobs)
     assert len(info["jobs"]) == 10 and info["failures"] > 10
-    assert env.core.repairing[0].sum() >= 0 and (env.core.free[0] <= env.core.cap[0]).all()
+    assert (env.core.free[0] <= env.core.cap[0]).all()
 
 
 def test_handler_recognised_failure_waits_only_the_diagnosis_delay():
@@ -154,9 +154,13 @@ def test_metric_tracker_in_the_observation():
 def test_schedmate_sjf_runs_with_its_own_predictor_and_handler():
     pol = baselines.make("schedmate_sjf")
     assert pol.uncertainty == {"predictor": "schedmate", "predictor_kwargs": {}, "handler": True}
-    res = geo_gym.simulate("random", pol, seed=2, scenario_kwargs={"num_regions": 4},
-                           env_kwargs={"uncertainty": "realistic"})
-    assert res.summary["num_jobs"] == len(res.jobs)
+    kw = {"scenario_kwargs": {"num_jobs": 20}, "env_kwargs": {"uncertainty": "realistic", "warmup_workloads": 1}}
+    res = geo_gym.simulate("recurring", pol, seed=2, **kw).jobs
+    plain = geo_gym.simulate("recurring", baselines.make("sjf"), seed=2, **kw).jobs
+    # realistic tells sjf the user estimates (configured iterations); schedmate_sjf brings its
+    # own retrieval predictor, which answers from finished look-alikes once there are some
+    assert (plain.predicted_iters == plain.configured_iters).all()
+    assert (res.predicted_iters != res.configured_iters).any()
 
 
 def test_metadata_vectors_are_memoised_to_the_same_bits():

@@ -126,5 +126,5 @@ def test_bench_traces_script_runs_a_policy_under_uncertainty(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "uncertainty {'predictor': 'metadata-only'}" in out.stdout.splitlines()[0]
     table = pd.read_csv(tmp_path / "bench.csv")
-    assert list(table.case) == ["sample-0k", "full", "week"]
+    assert list(table.case) == ["sample-100", "full", "week"]
     assert (table.sim_s >= 0).all() and table.avg_jct_h.notna().all()

@@ -106,8 +106,27 @@ def test_maskable_ppo_and_ppo_accept_the_adapter():
     from stable_baselines3 import PPO
 
     sv = SB3VecEnv(GeoPipeVectorEnv(2, "paper-default"))
-    MaskablePPO("MlpPolicy", sv, n_steps=32, batch_size=32, n_epochs=1, seed=0).learn(64)
-    PPO("MlpPolicy", sv, n_steps=32, batch_size=32, n_epochs=1, seed=0).learn(64)
+    for algo in (MaskablePPO, PPO):
+        model = algo("MlpPolicy", sv, n_steps=32, batch_size=32, n_epochs=1, seed=0).learn(64)
+        assert model.num_timesteps == 64 and len(model.ep_info_buffer) > 0  # episodes ended
+
+
+def test_vector_reset_takes_one_seed_per_env_and_masks_final_infos():
+    venv = GeoPipeVectorEnv(3, "paper-fig1", window=2)
+    obs, _ = venv.reset(seed=[7, 3, 5])
+    for i, seed in enumerate([7, 3, 5]):
+        assert np.array_equal(obs[i], GeoPipeEnv("paper-fig1", window=2).reset(seed=seed)[0])
+    with pytest.raises(ValueError, match="2 seeds for 3 envs"):
+        venv.reset(seed=[1, 2])
+    info = {"action_mask": venv.action_masks()}
+    for _ in range(200):
+        acts = np.array([np.flatnonzero(m)[0] for m in info["action_mask"]])
+        _, _, term, _, info = venv.step(acts)
+        if term.any():
+            assert info["_final_obs"].tolist() == term.tolist() == info["_final_info"].tolist()
+            assert all((info["final_obs"][i] is not None) == bool(term[i]) for i in range(3))
+            return
+    raise AssertionError("no episode ended in 200 steps")
 
 
 def test_bench_env_script_prints_the_comparison_table():
