@@ -163,6 +163,13 @@ def test_benchmark_quick_runs(tmp_path):
     summary = pd.read_csv(tmp_path / "summary.csv")
     bace = summary[summary.policy == "bace_pipe"]
     assert (bace.norm_jct_mean == 1.0).all() and (bace.norm_cost_mean == 1.0).all()
+    # every other row is that policy's metric over BACE-Pipe's on the same seed, averaged
+    rows = pd.read_csv(tmp_path / "main.csv")
+    ref = rows[rows.policy == "bace_pipe"].set_index("seed")
+    lcf = rows[rows.policy == "lcf"].set_index("seed")
+    main_lcf = summary[(summary.experiment == "main") & (summary.policy == "lcf")].iloc[0]
+    assert main_lcf.norm_jct_mean == pytest.approx((lcf.avg_jct_h / ref.avg_jct_h).mean(), rel=1e-9)
+    assert main_lcf.norm_cost_mean == pytest.approx((lcf.total_cost / ref.total_cost).mean(), rel=1e-9)
     assert (tmp_path / "summary.md").read_text().startswith("|")
 
 
@@ -195,3 +202,13 @@ def test_benchmark_uncertainty_quick_runs(tmp_path):
     oracle = summary[(summary.prediction == "oracle") & summary.handler]
     assert (oracle.jct_vs_oracle == 1.0).all() and (oracle.within_100pct == 1.0).all()
     assert (summary.failures > 0).any() and (tmp_path / "uncertainty.png").stat().st_size > 0
+    # a non-reference row: the same policy's JCT over its oracle+handler JCT, seed by seed
+    rows = pd.read_csv(tmp_path / "uncertainty.csv")
+    pick = (rows.policy == "sjf") & (rows.failure_scale == 1.0) & rows.handler
+    ref = rows[pick & (rows.prediction == "oracle")].set_index("seed").avg_jct_h
+    other = rows[pick & (rows.prediction != "oracle")]
+    name = other.prediction.iloc[0]
+    mine = other[other.prediction == name].set_index("seed").avg_jct_h
+    row = summary[(summary.policy == "sjf") & (summary.failure_scale == 1.0) & summary.handler
+                  & (summary.prediction == name)].iloc[0]
+    assert row.jct_vs_oracle == pytest.approx((mine / ref).mean(), rel=1e-9)

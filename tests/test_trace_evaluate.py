@@ -59,6 +59,9 @@ def test_evaluate_on_the_synthetic_samples(tmp_path, trace):
     assert set(table.index) == {"fcfs", "sjf", "lcf", "bace_pipe"}
     for ratio in ("jct_vs_bace", "p50_vs_bace", "p99_vs_bace", "makespan_vs_bace", "cost_vs_bace"):
         assert table.loc["bace_pipe", ratio] == 1.0
+    each = pd.read_csv(tmp_path / "runs.csv").set_index(["policy", "seed"])
+    by_seed = each.loc["lcf"].avg_jct_h / each.loc["bace_pipe"].avg_jct_h  # a non-reference row
+    assert table.loc["lcf", "jct_vs_bace"] == pytest.approx(by_seed.mean(), rel=1e-9)
     # no queueing at all in these short windows leaves the wait ratio undefined (NaN), not 1
     wait = table.loc["bace_pipe", "wait_vs_bace"]
     assert wait == 1.0 or (np.isnan(wait) and table.loc["bace_pipe", "avg_wait_h"] == 0)
