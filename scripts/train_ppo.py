@@ -8,16 +8,17 @@
 The default workload is `recurring` (users resubmitting variants of their jobs, Poisson
 arrivals, templates' early ends, 45% on average) under the `realistic` uncertainty preset
 (user-estimate predictions, infrastructure failures at the Llama 3 rate, no failure
-handler): where fixed heuristics are weakest. Writes runs/<name>/: TensorBoard logs (tb/), the latest checkpoint (last.zip, every
---checkpoint-every steps), eval.csv (agent vs BACE-Pipe during training) and comparison.csv
+handler): where fixed heuristics are weakest. Writes runs/<name>/: TensorBoard logs (tb/),
+the latest checkpoint (last.zip, every --checkpoint-every steps), eval.csv (agent vs
+BACE-Pipe during training) and comparison.csv
 (the final table on held-out seeds, which training never sees: seeds >= 1_000_000),
 curve.png (the eval.csv curves) and settings.json (the options that define the run).
 
 --resume continues runs/<name>/last.zip to --timesteps in all, with the run's own settings
 (a differing --scenario, --uncertainty, ... is an error), its TensorBoard logs in the same
-tb/ and its evaluations on the same schedule. Its envs restart on workload seeds shifted by the
-steps already done, so a resumed run is reproducible but not identical to an uninterrupted one
-(the envs' mid-episode state is not in the checkpoint).
+tb/ and its evaluations on the same schedule. Its envs restart from seeds derived from --seed
+and the steps already done (below the held-out ones), so a resumed run is reproducible but not
+identical to an uninterrupted one (the envs' mid-episode state is not in the checkpoint).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import baselines
@@ -134,8 +136,10 @@ def main() -> None:
         except (TypeError, ValueError) as err:  # another algorithm's checkpoint, another layout
             raise SystemExit(f"--resume: {last} does not fit --algo {args.algo} and these envs: {err}") from None
         model.tensorboard_log = str(run / "tb")  # the zip remembers where it was first trained
-        # fresh workloads for the resumed part, not a replay of the first ones
-        env.seed(args.seed + model.num_timesteps)
+        # fresh workloads for the resumed part, not a replay of the first ones, from env seeds
+        # that stay below the held-out ones whatever the step count
+        mixed = np.random.SeedSequence([args.seed, model.num_timesteps]).generate_state(1)[0]
+        env.seed(int(mixed) % (HELD_OUT - args.num_envs))
     else:
         model = make_model(
             args.algo, env, args.seed, str(run / "tb"), n_steps=args.n_steps, batch_size=256,
