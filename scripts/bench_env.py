@@ -23,29 +23,15 @@ import numpy as np
 import pandas as pd
 
 import geo_gym  # noqa: F401  (registers geo_gym/GeoPipe-v0)
+from geo_gym import cli
 from geo_gym.env import GeoPipeEnv
 from geo_gym.vector import GeoPipeVectorEnv
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text}")
-    return value
-
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--scenario", default="paper-default")
 parser.add_argument("--scenario-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"num_regions": 6}\'')
-parser.add_argument("--seconds", type=positive_seconds, default=3.0, help="wall time per measurement")
-parser.add_argument("--num-envs", type=positive, nargs="+", default=[1, 16, 64, 256])
+parser.add_argument("--seconds", type=cli.positive_float, default=3.0, help="wall time per measurement")
+parser.add_argument("--num-envs", type=cli.positive_int, nargs="+", default=[1, 16, 64, 256])
 args = parser.parse_args()
 
 

@@ -24,7 +24,6 @@ same size is generated (traces.synthetic) and the output says so.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ import pandas as pd  # noqa: E402
 
 import baselines  # noqa: E402
 import geo_gym  # noqa: E402
+from geo_gym import cli  # noqa: E402
 from traces.mapping import map_trace  # noqa: E402
 from traces.readers import read_trace  # noqa: E402
 from traces.synthetic import generate_philly_job_log, write_philly_job_log  # noqa: E402
@@ -46,22 +46,15 @@ RFOLD = ROOT.parent / "shared" / "traces" / "philly" / "rfold_philly_trace.csv.g
 RFOLD_JOBS = 111_549
 DAY = 86_400.0
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
-
-
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--trace-file", type=Path, default=None, help=f"default: {RFOLD} if present")
 parser.add_argument("--policy", default="bace_pipe")
-parser.add_argument("--uncertainty", type=lambda v: json.loads(v) if v.startswith("{") else v, default="perfect",
+parser.add_argument("--uncertainty", type=cli.uncertainty, default="perfect",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"predictor": "metadata-only"}\'')
-parser.add_argument("--sizes", type=positive, nargs="+", default=[1_000, 10_000, 100_000])
+parser.add_argument("--sizes", type=cli.positive_int, nargs="+", default=[1_000, 10_000, 100_000])
 parser.add_argument("--week-start-days", type=float, default=56.0)
 parser.add_argument("--target-load", type=float, default=0.5)
-parser.add_argument("--repeat", type=positive, default=1, help="runs per case; the fastest is reported")
+parser.add_argument("--repeat", type=cli.positive_int, default=1, help="runs per case; the fastest is reported")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--out", type=Path, default=None, help="write bench.csv and bench.png here")
 

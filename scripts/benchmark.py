@@ -37,19 +37,12 @@ import pandas as pd  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import baselines  # noqa: E402
+from geo_gym import cli  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
-
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--out", type=Path, default=Path("docs/results"))
-parser.add_argument("--seeds", type=positive, default=20, help="workload draws per setting")
+parser.add_argument("--seeds", type=cli.positive_int, default=20, help="workload draws per setting")
 parser.add_argument("--quick", action="store_true", help="2 seeds, fewer settings: a smoke run")
 parser.add_argument("--uncertainty", action="store_true", help="run the SchedMate experiment")
 args = parser.parse_args()

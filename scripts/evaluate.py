@@ -53,6 +53,7 @@ import pandas as pd  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import baselines  # noqa: E402
+from geo_gym import cli  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
 from geo_gym.scenarios import scenario_factory  # noqa: E402
 from traces.mapping import MappingOptions, map_trace  # noqa: E402
@@ -74,31 +75,17 @@ RATIO_NAMES = {
 AGENT_MAX_JOBS = 300
 DAY = 86_400.0
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
-
-
-def not_negative(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
-
-
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--policies", nargs="+", default=["bace_pipe", "sjf", "lcf", "ldf", "cr_lcf", "cr_ldf", "fcfs", "random"])
 parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo", help="for checkpoints")
 parser.add_argument("--scenario", default="paper-default")
 parser.add_argument("--scenario-kwargs", type=json.loads, default={})
-parser.add_argument("--uncertainty", type=lambda v: json.loads(v) if v.startswith("{") else v, default="perfect",
+parser.add_argument("--uncertainty", type=cli.uncertainty, default="perfect",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
 parser.add_argument("--warmup-workloads", type=int, default=0)
 parser.add_argument("--window", type=int, default=8, help="the env's queue window (agents)")
 parser.add_argument("--cost-weight", type=float, default=0.1)
-parser.add_argument("--seeds", type=positive, default=None, help="replicates: 10 for a scenario, 4 for a trace")
+parser.add_argument("--seeds", type=cli.positive_int, default=None, help="replicates: 10 for a scenario, 4 for a trace")
 parser.add_argument("--first-seed", type=int, default=2_000_000, help="training never uses seeds >= 1e6")
 parser.add_argument("--out", type=Path, default=Path("out/eval"))
 trace = parser.add_argument_group("traces (docs/traces.md)")
@@ -107,7 +94,7 @@ trace.add_argument("--trace-file", type=Path, help="default: the committed synth
 trace.add_argument("--trace-kind", choices=sorted(READERS), default=None,
                    help="the file's format (traces.READERS); default: guessed from the file name")
 trace.add_argument("--window-start-days", type=float, default=0.0, help="on the trace clock (first job = 0)")
-trace.add_argument("--window-days", type=not_negative, default=0.25, help="0: the whole trace")
+trace.add_argument("--window-days", type=cli.non_negative_float, default=0.25, help="0: the whole trace")
 trace.add_argument("--window-stride-days", type=float, default=None, help="between replicates; default --window-days")
 trace.add_argument("--sample", type=float, default=1.0, help="fraction of each window's jobs kept")
 trace.add_argument("--max-jobs", type=int, default=None,

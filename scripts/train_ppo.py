@@ -41,33 +41,26 @@ from agents.training import (
     make_model,
     make_vec_env,
 )
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
-
+from geo_gym import cli
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--name", default="default", help="run folder under runs/")
 parser.add_argument("--scenario", default="recurring")
 parser.add_argument("--scenario-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
 parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo")
-parser.add_argument("--timesteps", type=positive, default=100_000)
-parser.add_argument("--num-envs", type=positive, default=16)
+parser.add_argument("--timesteps", type=cli.positive_int, default=100_000)
+parser.add_argument("--num-envs", type=cli.positive_int, default=16)
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--cost-weight", type=float, default=0.1, help="hours of JCT per dollar in the reward")
 parser.add_argument("--window", type=int, default=8)
-parser.add_argument("--uncertainty", type=lambda v: json.loads(v) if v.startswith("{") else v, default="realistic",
+parser.add_argument("--uncertainty", type=cli.uncertainty, default="realistic",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
 parser.add_argument("--warmup-workloads", type=int, default=2, help="workloads pre-filling the retrieval history")
-parser.add_argument("--n-steps", type=positive, default=128, help="rollout length per env")
-parser.add_argument("--eval-every", type=positive, default=20_000)
-parser.add_argument("--eval-seeds", type=positive, default=10, help="held-out workloads during training")
-parser.add_argument("--final-seeds", type=positive, default=30, help="held-out workloads for the final table")
-parser.add_argument("--checkpoint-every", type=positive, default=10_000)
+parser.add_argument("--n-steps", type=cli.positive_int, default=128, help="rollout length per env")
+parser.add_argument("--eval-every", type=cli.positive_int, default=20_000)
+parser.add_argument("--eval-seeds", type=cli.positive_int, default=10, help="held-out workloads during training")
+parser.add_argument("--final-seeds", type=cli.positive_int, default=30, help="held-out workloads for the final table")
+parser.add_argument("--checkpoint-every", type=cli.positive_int, default=10_000)
 parser.add_argument("--resume", action="store_true", help="continue from runs/<name>/last.zip")
 parser.add_argument("--no-progress", action="store_true")
 args = parser.parse_args()

@@ -1,0 +1,34 @@
+"""Argument types the command-line scripts share (``argparse`` ``type=``): a bad value is an
+argparse error naming the option, not a traceback from deep inside a run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def uncertainty(text: str):
+    """A preset name (perfect | realistic | schedmate) or a JSON object of UncertaintyConfig
+    fields, optionally with "preset" as the base (``geo_gym.env.as_uncertainty``)."""
+    return json.loads(text) if text.startswith("{") else text
