@@ -30,7 +30,7 @@ def make_model(algo: str, env, seed: int, tensorboard_log: str | None, **ppo_kwa
         raise ValueError(f"algo must be one of {sorted(ALGOS)}, got {algo!r}")
     policy_kwargs = {
         "features_extractor_class": SlotEncoder,
-        # the observation size alone is ambiguous beyond 11 regions; the env knows its count
+        # the observation size alone is ambiguous beyond 45 regions; the env knows its count
         "features_extractor_kwargs": {"num_regions": int(env.get_attr("num_regions")[0])},
         "net_arch": [128, 128],
     }

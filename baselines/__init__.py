@@ -47,7 +47,8 @@ def make(name: str, num_regions: int | None = None, strict: bool = False, **kwar
     """A policy by name; ``random`` takes ``seed`` (its stream for ``predict`` calls;
     ``geo_gym.simulate`` reseeds it with each episode's seed, so a simulated run depends on the
     episode seed only). ``num_regions``: the env's region count,
-    needed only to read observations of envs with more than 11 regions; ``strict`` (fixed
+    needed only to read observations of envs with more than
+    ``baselines.policies.MAX_INFERRED_REGIONS`` (45) regions; ``strict`` (fixed
     policies): no backfilling, only the first job in the policy's order may start."""
     if name == "random":
         if strict:

@@ -9,6 +9,7 @@ placement options are valid), and also exposes ``order_code`` / ``rule_code`` so
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,16 +17,18 @@ import numpy as np
 from geo_gym import decision, sim
 from geo_gym.placement import NUM_RULES, RULE_NAMES
 
-# Slot blocks are NUM_SLOT + NUM_RULES * NUM_OPTION = 44 entries and each region adds 4, so
-# sizes repeat when the region count differs by 11: beyond 11 regions the size alone is ambiguous.
-MAX_INFERRED_REGIONS = 11
+# Slot blocks are NUM_SLOT + NUM_RULES * NUM_OPTION entries and each region adds NUM_REGION,
+# so two layouts have the same size when their region counts differ by a multiple of
+# per_slot / gcd(per_slot, NUM_REGION): up to that many regions the size alone is unambiguous.
+_PER_SLOT = decision.NUM_SLOT + NUM_RULES * decision.NUM_OPTION
+MAX_INFERRED_REGIONS = _PER_SLOT // math.gcd(_PER_SLOT, decision.NUM_REGION)
 
 
 def layout_from_obs_size(size: int, num_regions: int | None = None) -> tuple[int, int]:
     """(num_regions, window) of an observation vector of ``size`` entries (layout in
     geo_gym/env.py). Without ``num_regions`` it is inferred, which is unique for up to
     ``MAX_INFERRED_REGIONS`` regions; envs with more must pass it (``env.num_regions``)."""
-    per_slot = decision.NUM_SLOT + NUM_RULES * decision.NUM_OPTION
+    per_slot = _PER_SLOT
     candidates = [num_regions] if num_regions is not None else range(1, MAX_INFERRED_REGIONS + 1)
     for k in candidates:
         rest = size - decision.NUM_GLOBAL - decision.NUM_REGION * k
@@ -66,7 +69,8 @@ class FixedPolicy:
     ``geo_gym.placement.RULE_NAMES`` entry; ``uncertainty``: UncertaintyConfig fields the
     policy brings with it (SchedMate's predictor and failure handler are part of the
     scheduler, not of the world), applied by ``geo_gym.simulate``; ``num_regions``: the env's
-    region count, needed to read observations of envs with more than 11 regions
+    region count, needed to read observations of envs with more than
+    ``MAX_INFERRED_REGIONS`` (45) regions
     (``layout_from_obs_size``); ``strict``: only the first job in the order may start (no
     backfilling past a job that cannot be placed; DESIGN.md's strict-order mode)."""
 

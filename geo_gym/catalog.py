@@ -87,6 +87,21 @@ PAPER_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("Qwen2.5-14B", 14e9, 48, 5120, 512, "qwen"),  # Table III job 8 [34]
 )
 
+# Smaller open models (not in the paper), so that a trace job asking for 1-4 GPUs trains a
+# model that fits on them (traces/mapping.py). Parameters, layers (num_hidden_layers) and
+# hidden size (hidden_size) from each model card and its config.json on Hugging Face; the
+# batch size is ours (the 14B models' 512: fine-tuning-sized runs), the paper gives none.
+OPEN_MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec("Llama-3.2-1B", 1.24e9, 16, 2048, 512, "llama"),  # meta-llama/Llama-3.2-1B: 1.23B
+    ModelSpec("Qwen2.5-1.5B", 1.54e9, 28, 1536, 512, "qwen"),  # Qwen/Qwen2.5-1.5B: 1.54B
+    ModelSpec("Llama-3.2-3B", 3.21e9, 28, 3072, 512, "llama"),  # meta-llama/Llama-3.2-3B: 3.21B
+    ModelSpec("Qwen2.5-7B", 7.61e9, 28, 3584, 512, "qwen"),  # Qwen/Qwen2.5-7B: 7.61B
+    ModelSpec("Llama-3.1-8B", 8.03e9, 32, 4096, 512, "llama"),  # meta-llama/Llama-3.1-8B: 8.03B
+)
+# Every catalog model; a JobTable's model column indexes this (Table III's first, so that the
+# paper scenarios' indices are Table III's job order).
+MODELS: tuple[ModelSpec, ...] = PAPER_MODELS + OPEN_MODELS
+
 
 @dataclass(frozen=True)
 class DatasetSpec:
@@ -116,10 +131,10 @@ DEFAULT_INTRA_REGION_GBPS = 100.0  # stage-to-stage bandwidth inside a region (1
 
 
 def model_by_name(name: str) -> ModelSpec:
-    for m in PAPER_MODELS:
+    for m in MODELS:
         if m.name == name:
             return m
-    raise ValueError(f"unknown model {name!r}; known: {[m.name for m in PAPER_MODELS]}")
+    raise ValueError(f"unknown model {name!r}; known: {[m.name for m in MODELS]}")
 
 
 def dataset_by_name(name: str) -> DatasetSpec:

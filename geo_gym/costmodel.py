@@ -155,13 +155,15 @@ def k_star(
     intra_gbps: float,
     stage_overhead: float,
     max_stages: int,
+    min_stages: int = 1,
 ) -> int:
-    """Eq. (13): K* = argmin_k t_iter(k) over 1..max_stages (the layer count); ties to fewer GPUs."""
-    best_k = 1
+    """Eq. (13): K* = argmin_k t_iter(k) over min_stages..max_stages (the memory minimum, or
+    1, up to the layer count: only counts the model fits on); ties to fewer GPUs."""
+    best_k = min_stages
     best = single_region_iteration_time(
-        work, 1, activation_gbit, intra_gbps, stage_overhead, num_microbatches
+        work, min_stages, activation_gbit, intra_gbps, stage_overhead, num_microbatches
     )
-    for k in range(2, max_stages + 1):
+    for k in range(min_stages + 1, max_stages + 1):
         t = single_region_iteration_time(
             work, k, activation_gbit, intra_gbps, stage_overhead, num_microbatches
         )

@@ -45,7 +45,7 @@ _jit = numba.njit(cache=True)
 
 NUM_GLOBAL = 10
 NUM_REGION = 4
-NUM_SLOT = 8
+NUM_SLOT = 9
 NUM_OPTION = 4
 MAX_STAGES_NORM = 128.0
 OBS_HIGH = 100.0  # observations are clipped to [0, OBS_HIGH]; log1p(hours) reaches it only past 1e43 h  # K* is divided by this: no Table III model has more layers
@@ -142,7 +142,7 @@ def _compute_options(c, o, e):
         for r in range(NUM_RULES):
             src, src_r = twin, r  # the option this one copies, if any
             if twin < 0 and (r == RULE_PATHFINDER_HALF or r == RULE_PATHFINDER_QUARTER):
-                if free_total <= rule_target(r, kstar):
+                if free_total <= rule_target(r, kstar, min_gpus):
                     src, src_r = s, RULE_PATHFINDER
             if src >= 0:
                 g_e[s, r] = g_e[src, src_r]
@@ -294,6 +294,7 @@ def encode(c, o, e, out):
             out[p + 5] = np.log1p((t - submit[j]) / 3600.0)
             out[p + 6] = np.log1p(c.n_fail[e, j])
             out[p + 7] = 1.0 if c.pred_hit[e, j] else 0.0
+            out[p + 8] = c.min_gpus[e, j] / MAX_STAGES_NORM
         else:
             for q in range(NUM_SLOT):
                 out[p + q] = 0.0

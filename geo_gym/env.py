@@ -22,12 +22,13 @@ Eq. 5/6); see docs/cost_model.md. One step = one scheduling decision.
 | 7 pathfinder_half / 8 pathfinder_quarter | Alg. 1 + 2 aiming at ceil(K*/2) / ceil(K*/4) GPUs |
 
 Invalid actions are masked: ``info["action_mask"]`` and ``action_masks()`` (bool, one entry
-per action). **A masked action is treated as "wait"**: time advances to the next event if
+per action). An option that would place a job on fewer GPUs than its start rule's minimum
+(by default the fewest GPUs its model's memory fits on, ``geo_gym/memory.py``) is invalid. **A masked action is treated as "wait"**: time advances to the next event if
 there is one, else nothing happens; ``info["invalid_action"]`` is True. Rewards stay
 consistent, so the episode-return identity below holds for any action sequence.
 
 ## Observation Space
-``Box(0, 100, (10 + 4K + W (8 + 4R),), float32)``:
+``Box(0, 100, (10 + 4K + W (9 + 4R),), float32)``:
 
 | index | feature |
 |---|---|
@@ -41,10 +42,10 @@ consistent, so the episode-return identity below holds for any action sequence.
 | 8 | log1p(infrastructure failures so far) |
 | 9 | GPUs under repair / all GPUs |
 | 10 + 4r ... | region r: free/capacity, capacity/max capacity, price/max price, mean residual out-bandwidth / max link bandwidth |
-| slot block (8) | present, I_j (Eq. 9), D_j (Eq. 10) over the window, log1p(predicted remaining E_j(K*) h), K*/128 (K* is capped by the job's GPU request, `JobSpec.max_gpus`), log1p(hours since submission: queueing, plus any earlier attempts and re-queue delays), log1p(failures of this job), 1 if the prediction came from similar finished jobs |
+| slot block (9) | present, I_j (Eq. 9), D_j (Eq. 10) over the window, log1p(predicted remaining E_j(K*) h), K*/128 (the GPUs the rules aim at: K* over the counts its model fits on, capped by its GPU request, `geo_gym/start_rule.py`), log1p(hours since submission: queueing, plus any earlier attempts and re-queue delays), log1p(failures of this job), 1 if the prediction came from similar finished jobs, minimum GPUs/128 (the start rule's: no option places it on fewer) |
 | option block (4) per rule | valid, GPUs/K*, log1p(predicted remaining runtime h on that placement), cost rate: sum_r n_r P_r / (K* max_r P_r) |
 
-Slot s occupies ``10 + 4K + s (8 + 4R)``, its options follow it. Future submissions are not
+Slot s occupies ``10 + 4K + s (9 + 4R)``, its options follow it. Future submissions are not
 shown (a real scheduler does not know them), nor are true durations or failure times. Values are clipped at 100. Durations shown are
 predictions (``pred_iters``), never the truth.
 
@@ -73,7 +74,9 @@ sized for; it grows to fit any workload),
 ``uncertainty`` (an ``UncertaintyConfig`` or a preset name: "perfect" (default), "realistic",
 "schedmate"), ``warmup_workloads`` (workloads whose jobs pre-fill the retrieval history),
 ``warmup_scenario`` (instead, one fixed workload whose jobs pre-fill it, e.g. the preceding
-trace window).
+trace window), ``start_rule`` (how few GPUs a job may start on: "memory", the physical minimum
+of its model's memory, is the built-in scenarios' default; "any", "fraction:X", "kstar",
+"request"; None keeps the scenario's own; ``geo_gym/start_rule.py``).
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ from geo_gym import decision, sim
 from geo_gym.loading import start_episode
 from geo_gym.placement import NUM_RULES, RULE_NAMES
 from geo_gym.scenarios import Scenario, scenario_factory
+from geo_gym.start_rule import StartRule
 from geo_gym.uncertainty import UncertaintyConfig
 from geo_gym.workload import label_columns
 
@@ -179,6 +183,7 @@ class GeoPipeEnv(gym.Env):
         uncertainty=None,
         warmup_workloads: int = 0,
         warmup_scenario: Scenario | None = None,
+        start_rule: StartRule | str | None = None,
     ):
         if int(window) != window or window < 1:
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
@@ -200,8 +205,9 @@ class GeoPipeEnv(gym.Env):
                 "scenario 'random' draws 3-6 regions per seed and an env's observation has a fixed "
                 "size: pass scenario_kwargs={'num_regions': K}"
             )
-        self._make_scenario = scenario_factory(scenario, **self.scenario_kwargs)
+        self._make_scenario = scenario_factory(scenario, start_rule, **self.scenario_kwargs)
         probe = self._make_scenario(0)
+        self.start_rule = probe.start_rule
         self.num_regions = probe.cluster.num_regions
         self.max_jobs = int(max_jobs or len(probe.jobs))
         self.core = sim.allocate(1, self.num_regions, self.max_jobs)
@@ -243,7 +249,10 @@ class GeoPipeEnv(gym.Env):
     def _check_deadlock(self) -> None:
         if self.opts.deadlock[0]:
             stuck = [self.jobs[j].name for j in self.core.pend[0, : self.core.n_pend[0]]]
-            raise RuntimeError(f"no rule can ever place pending jobs {stuck} (min_gpus too large?)")
+            raise RuntimeError(
+                f"no rule can ever place pending jobs {stuck}: each needs at least the GPUs of its "
+                f"start rule ({self.start_rule}) free at once, and nothing more will free up"
+            )
 
     def step(self, action):
         if self.current_scenario is None:

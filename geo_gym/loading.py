@@ -64,7 +64,9 @@ def start_episode(
         if derived.retrieval:  # the retrieval store is the only reader of the warm-up history
             spec = spec_columns(past.jobs)
             cl = past.cluster
-            full = profile_columns(past.jobs, cl.gpu, past.stage_overhead, cl.intra_region_gbps)["iterations"]
+            full = profile_columns(
+                past.jobs, cl.gpu, past.stage_overhead, cl.intra_region_gbps, past.memory_model, past.start_rule
+            )["iterations"]
             ran = _apply_fates(u, frac, spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
             history.append(_History(past.jobs, ran, full))
     k = scen.cluster.num_regions
@@ -181,12 +183,17 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
     core.intra[e] = cl.intra_region_gbps
     core.gpu_kw[e] = cl.gpu.power_kw
     core.overhead[e] = scenario.stage_overhead
-    prof = profile_columns(jobs, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps)
+    prof = profile_columns(
+        jobs, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps, scenario.memory_model, scenario.start_rule
+    )
     spec = spec_columns(jobs)
-    min_gpus = spec["min_gpus"]
+    min_gpus = prof["min_gpus"]  # start rule, memory and the job's own minimum
     if n and min_gpus.max() > cl.total_gpus:
-        bad = jobs[int(min_gpus.argmax())]
-        raise ValueError(f"job {bad.name!r}: min_gpus={bad.min_gpus} exceeds the cluster's {cl.total_gpus} GPUs")
+        bad = int(min_gpus.argmax())
+        raise ValueError(
+            f"job {jobs[bad].name!r}: needs at least {min_gpus[bad]} GPUs (start rule "
+            f"{scenario.start_rule}), more than the cluster's {cl.total_gpus}"
+        )
     planted = spec["planted"]
     any_planted = bool(planted.any())
     if derived.random or any_planted:

@@ -255,14 +255,15 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
 
 
 @_inline
-def _single_region_kernel(free, prices, k_star, cheapest, out_path, out_alloc):
-    """LCF (cheapest=True): the cheapest region with a free GPU; LDF: the region with the most
-    free GPUs. Either takes min(free, K*) GPUs there (paper IV-A caps every policy at K*)."""
+def _single_region_kernel(free, prices, k_star, cheapest, out_path, out_alloc, min_gpus=1):
+    """LCF (cheapest=True): the cheapest region with at least ``min_gpus`` free GPUs (the
+    job's minimum; 1 in the paper); LDF: the region with the most free GPUs. Either takes
+    min(free, K*) GPUs there (paper IV-A caps every policy at K*)."""
     _fill(out_path, -1)
     _fill(out_alloc, 0)
     best = -1
     for r in range(free.shape[0]):
-        if free[r] <= 0:
+        if free[r] <= 0 or free[r] < min_gpus:
             continue
         if best < 0:
             best = r
@@ -396,21 +397,24 @@ NUM_RULES = len(RULE_NAMES)
 
 
 @_inline
-def rule_target(rule, k_star):
-    """The GPU count a rule aims at: K*, or a fraction of it for the smaller options."""
+def rule_target(rule, k_star, min_gpus=1):
+    """The GPU count a rule aims at: K*, or a fraction of it for the smaller options, never
+    below the job's minimum (the start rule's, geo_gym/start_rule.py)."""
     if rule == RULE_PATHFINDER_HALF:
-        return max(1, (k_star + 1) // 2)
+        return max(min_gpus, (k_star + 1) // 2)
     if rule == RULE_PATHFINDER_QUARTER:
-        return max(1, (k_star + 3) // 4)
+        return max(min_gpus, (k_star + 3) // 4)
     return k_star
 
 
 @_inline
-def apply_rule(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws):
+def apply_rule(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws, min_gpus=1):
     """Dispatch a rule id to its kernel. ``tc`` must cover L = 0..k_star; ``ws`` is (4, K)
-    int64 scratch space. Inlined into its callers: a compiled call that passes eight arrays
-    costs about as much as a rule's own work on a few regions."""
-    target = rule_target(rule, k_star)
+    int64 scratch space. Single-region rules choose among regions with at least ``min_gpus``
+    free GPUs; the path rules may return fewer, which the caller refuses. Inlined into its
+    callers: a compiled call that passes eight arrays costs about as much as a rule's own work
+    on a few regions."""
+    target = rule_target(rule, k_star, min_gpus)
     if rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER:
         return _pathfinder_kernel(
             free, prices, bw, target, activation, tc, ALLOC_COST_MIN, out_path, out_alloc, ws
@@ -424,9 +428,9 @@ def apply_rule(rule, free, prices, bw, k_star, activation, tc, out_path, out_all
             free, prices, bw, target, activation, tc, ALLOC_COST_MIN, out_path, out_alloc, ws
         )
     if rule == RULE_LCF:
-        return _single_region_kernel(free, prices, target, True, out_path, out_alloc)
+        return _single_region_kernel(free, prices, target, True, out_path, out_alloc, min_gpus)
     if rule == RULE_LDF:
-        return _single_region_kernel(free, prices, target, False, out_path, out_alloc)
+        return _single_region_kernel(free, prices, target, False, out_path, out_alloc, min_gpus)
     if rule == RULE_CR_LCF:
         return _cr_lcf_kernel(free, prices, bw, target, activation, tc, out_path, out_alloc, ws)
     return _cr_ldf_kernel(free, prices, bw, target, activation, tc, ALLOC_FILL, out_path, out_alloc, ws)

@@ -48,7 +48,7 @@ def simulate(
 ) -> SimResult:
     """Run one workload (drawn from ``scenario`` with ``seed``) to the end under ``policy``.
     ``env_kwargs`` are GeoPipeEnv's (window, cost_weight, uncertainty, warmup_workloads,
-    warmup_scenario); a
+    warmup_scenario, start_rule); a
     policy with an ``uncertainty`` dict (e.g. schedmate_sjf) overrides those fields."""
     scenario_kwargs = dict(scenario_kwargs or {})
     env_kwargs = dict(env_kwargs or {})
@@ -58,7 +58,7 @@ def simulate(
     env_kwargs["uncertainty"] = unc
     if hasattr(policy, "order_code") and hasattr(policy, "rule_code"):
         rng, _ = seeding.np_random(seed)
-        make = scenario_factory(scenario, **scenario_kwargs)
+        make = scenario_factory(scenario, env_kwargs.get("start_rule"), **scenario_kwargs)
         core, jobs, scen, _ = start_episode(
             sim.allocate(1, make(0).cluster.num_regions, 1), 0, make, rng, unc,
             env_kwargs.get("warmup_workloads", 0), env_kwargs.get("warmup_scenario"),
@@ -73,7 +73,7 @@ def simulate(
     env = GeoPipeEnv(scenario, scenario_kwargs, **env_kwargs)
     if getattr(policy, "num_regions", 0) is None:
         # a policy that reads the layout from the observation gets this env's region count
-        # (the size alone is ambiguous beyond 11 regions); the caller's object stays as it was
+        # (the size alone is ambiguous beyond 45 regions); the caller's object stays as it was
         policy = copy.copy(policy)
         policy.num_regions = env.num_regions
     obs, info = env.reset(seed=seed)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache, partial
 
 import numba
@@ -31,7 +31,9 @@ import numpy as np
 
 from geo_gym import catalog
 from geo_gym.cluster import Cluster, Region, paper_cluster
-from geo_gym.workload import JobSpec, JobTable, constant
+from geo_gym.memory import MemoryModel
+from geo_gym.start_rule import StartRule
+from geo_gym.workload import DEFAULT_MEMORY, DEFAULT_START_RULE, JobSpec, JobTable, constant
 
 
 @dataclass(frozen=True)
@@ -40,12 +42,18 @@ class Scenario:
     cluster: Cluster
     jobs: Sequence[JobSpec]  # a tuple, or a JobTable (the built-in scenarios: columns)
     stage_overhead: float = catalog.DEFAULT_STAGE_OVERHEAD_S
+    # how few GPUs a job may start on (geo_gym/start_rule.py); a string is parsed
+    start_rule: StartRule | str = DEFAULT_START_RULE
+    memory_model: MemoryModel = DEFAULT_MEMORY  # GPU memory per stage (geo_gym/memory.py)
 
     def __post_init__(self) -> None:
         if not self.jobs:
             raise ValueError(f"Scenario {self.name!r} has no jobs")
         if not self.stage_overhead > 0:
             raise ValueError(f"Scenario.stage_overhead must be > 0, got {self.stage_overhead!r}")
+        object.__setattr__(self, "start_rule", StartRule.parse(self.start_rule))
+        if not isinstance(self.memory_model, MemoryModel):
+            raise ValueError(f"Scenario.memory_model must be a geo_gym.memory.MemoryModel, got {self.memory_model!r}")
 
 
 def _check_num_jobs(num_jobs) -> int:
@@ -260,14 +268,36 @@ def _parameters(fn) -> dict:
     return dict(inspect.signature(fn).parameters)
 
 
-def make_scenario(name: str | Scenario, seed: int = 0, **knobs) -> Scenario:
-    """Build a named scenario; a ``Scenario`` passes through unchanged (knobs then forbidden)."""
-    return scenario_factory(name, **knobs)(seed)
+def make_scenario(
+    name: str | Scenario, seed: int = 0, start_rule: StartRule | str | None = None,
+    memory_model: MemoryModel | None = None, **knobs,
+) -> Scenario:
+    """Build a named scenario; a ``Scenario`` passes through (knobs then forbidden).
+    ``start_rule`` / ``memory_model`` replace the scenario's own (None: keep them)."""
+    return scenario_factory(name, start_rule, memory_model, **knobs)(seed)
 
 
-def scenario_factory(name: str | Scenario, **knobs) -> Callable[[int], Scenario]:
-    """``seed -> make_scenario(name, seed, **knobs)``, with the name and knobs checked once:
-    an env draws a workload per episode, and the checks cost as much as a small workload."""
+def scenario_factory(
+    name: str | Scenario, start_rule: StartRule | str | None = None,
+    memory_model: MemoryModel | None = None, **knobs,
+) -> Callable[[int], Scenario]:
+    """``seed -> make_scenario(name, seed, start_rule, memory_model, **knobs)``, with the name
+    and knobs checked once: an env draws a workload per episode, and the checks cost as much as
+    a small workload."""
+    make = _factory(name, **knobs)
+    physics = {}
+    if start_rule is not None:
+        physics["start_rule"] = StartRule.parse(start_rule)
+    if memory_model is not None:
+        if not isinstance(memory_model, MemoryModel):
+            raise ValueError(f"memory_model must be a geo_gym.memory.MemoryModel, got {memory_model!r}")
+        physics["memory_model"] = memory_model
+    if not physics:
+        return make
+    return lambda seed: replace(make(seed), **physics)
+
+
+def _factory(name: str | Scenario, **knobs) -> Callable[[int], Scenario]:
     if isinstance(name, Scenario):
         if knobs:
             raise ValueError(f"knobs {sorted(knobs)} given with a ready-made Scenario")

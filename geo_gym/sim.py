@@ -550,7 +550,7 @@ def job_placement(free, prices, eff, kstar, act, min_gpus, rule, tc, ws, out_pat
     GPUs; (0, 0) if the rule finds nothing or fewer than min_gpus. ``tc`` holds the job's
     t_comp table (``fill_tc``), ``eff`` the residual bandwidth (``residual_bandwidth``).
     Takes one env's arrays, so that the fast path and the env share it."""
-    g, n = apply_rule(rule, free, prices, eff, kstar, act, tc, out_path, out_alloc, ws)
+    g, n = apply_rule(rule, free, prices, eff, kstar, act, tc, out_path, out_alloc, ws, min_gpus)
     if g < min_gpus:
         return 0, 0
     return g, n

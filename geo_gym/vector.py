@@ -54,6 +54,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         warmup_workloads: int = 0,
         warmup_scenario=None,
         parallel: bool = False,
+        start_rule=None,
         **kwargs,
     ):
         if int(num_envs) != num_envs or num_envs < 1:
@@ -63,7 +64,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         # The single env validates the arguments and fixes the spaces.
         self._template = GeoPipeEnv(
             scenario, scenario_kwargs, window, cost_weight, max_jobs, uncertainty, warmup_workloads,
-            warmup_scenario,
+            warmup_scenario, start_rule,
         )
         self.num_envs = int(num_envs)
         self.parallel = bool(parallel)

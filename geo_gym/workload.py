@@ -14,8 +14,10 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-from geo_gym import catalog, costmodel
+from geo_gym import catalog, costmodel, memory
 from geo_gym.catalog import DatasetSpec, GPUType, ModelSpec
+from geo_gym.memory import MemoryModel
+from geo_gym.start_rule import StartRule, gpu_bounds
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,12 @@ class JobProfile:
     num_microbatches: int  # M_j
     iterations: float  # I_j
     activation_gbit: float  # A_j
-    k_star: int  # Eq. (13)
+    k_star: int  # Eq. (13) over the stage counts the start rule allows
     e1: float  # E_j(1), Eq. (2) on one GPU
     ideal_duration: float  # E_j(k_target) inside one region
-    k_target: int  # the GPUs every rule aims at: K*, or the job's max_gpus when smaller
+    k_target: int  # the GPUs every rule aims at (geo_gym.start_rule.gpu_bounds)
+    min_gpus: int = 1  # the fewest GPUs it may start on: start rule, memory and JobSpec.min_gpus
+    memory_min: int = 1  # the fewest GPUs its model fits on (geo_gym.memory); 1 under "any"
 
     def t_comp(self, num_stages: int) -> float:
         return costmodel.t_comp(self.work, num_stages, self.stage_overhead)
@@ -108,38 +112,52 @@ class JobProfile:
         return costmodel.min_bandwidth(self.activation_gbit, self.t_comp(num_stages))
 
 
+DEFAULT_MEMORY = MemoryModel()
+DEFAULT_START_RULE = StartRule()
+
+
 def profile(
     job: JobSpec,
     gpu: GPUType = catalog.A6000,
     stage_overhead: float = catalog.DEFAULT_STAGE_OVERHEAD_S,
     intra_gbps: float = catalog.DEFAULT_INTRA_REGION_GBPS,
+    memory_model: MemoryModel = DEFAULT_MEMORY,
+    start_rule: StartRule | str = DEFAULT_START_RULE,
 ) -> JobProfile:
-    key = (job.model, job.seq_len, job.micro_batch, gpu, stage_overhead, intra_gbps)
-    work, mb, act, ks, t1, tk = _per_iteration(*key)
+    rule = StartRule.parse(start_rule)
+    work, mb, act, ks, t1, target, tk, min_g, mem_min = _shared_profile(
+        job, gpu, stage_overhead, intra_gbps, memory_model, rule
+    )[:9]
     if job.iterations is not None:
         iters = float(job.iterations)
     else:
         iters = costmodel.num_iterations(job.dataset.samples, job.model.batch_size, job.epochs)
-    target = ks if job.max_gpus is None else min(ks, int(job.max_gpus))
-    if target != ks:
-        tk = _t_iter_single_region(*key, target)
-    return JobProfile(work, stage_overhead, mb, iters, act, ks, iters * t1, iters * tk, target)
+    return JobProfile(
+        work, stage_overhead, mb, iters, act, ks, iters * t1, iters * tk, target, min_g, mem_min
+    )
 
 
 # Everything but the iteration count depends on the model and batch settings only, so
 # workloads with jittered epochs or trace-calibrated lengths share one K* scan per model.
 @lru_cache(maxsize=4096)
 def _per_iteration(
-    m: ModelSpec, seq_len: int, micro_batch: int, gpu: GPUType, stage_overhead: float, intra_gbps: float
-) -> tuple[float, int, float, int, float, float]:
-    """(work, M_j, A_j, K*, t_iter on 1 GPU, t_iter on K* GPUs in one region)."""
+    m: ModelSpec, seq_len: int, micro_batch: int, gpu: GPUType, stage_overhead: float, intra_gbps: float,
+    memory_model: MemoryModel | None = None,
+) -> tuple[float, int, float, int, float, float, int]:
+    """(work, M_j, A_j, K*, t_iter on 1 GPU, t_iter on K* GPUs in one region, memory minimum).
+    With a memory model K* is the argmin over the counts the model fits on; without one
+    (start rule "any") over 1..layers and the minimum is 1. A minimum of 0: the model does not
+    fit even at one layer per GPU (K* is then over 1..layers, and loading refuses the job)."""
     work = costmodel.stage_work(m.params, micro_batch * seq_len, gpu.effective_flops)
     mb = costmodel.num_microbatches(m.batch_size, micro_batch)
     act = costmodel.activation_gbit(micro_batch, seq_len, m.hidden, catalog.BYTES_PER_ACTIVATION)
-    ks = costmodel.k_star(work, mb, act, intra_gbps, stage_overhead, m.layers)
+    mem_min = 1
+    if memory_model is not None:
+        mem_min = memory.min_stages(memory_model, m.params, m.layers, m.hidden, mb, micro_batch * seq_len, gpu.memory_gb)
+    ks = costmodel.k_star(work, mb, act, intra_gbps, stage_overhead, m.layers, max(mem_min, 1))
     t1 = costmodel.single_region_iteration_time(work, 1, act, intra_gbps, stage_overhead, mb)
     tk = costmodel.single_region_iteration_time(work, ks, act, intra_gbps, stage_overhead, mb)
-    return work, mb, act, ks, t1, tk
+    return work, mb, act, ks, t1, tk, mem_min
 
 
 @lru_cache(maxsize=4096)
@@ -147,7 +165,7 @@ def _t_iter_single_region(
     m: ModelSpec, seq_len: int, micro_batch: int, gpu: GPUType, stage_overhead: float,
     intra_gbps: float, k: int,
 ) -> float:
-    """Eq. (1) on k GPUs in one region (a job capped below K* by its request)."""
+    """Eq. (1) on k GPUs in one region (a job whose target is not K*)."""
     work, mb, act, *_ = _per_iteration(m, seq_len, micro_batch, gpu, stage_overhead, intra_gbps)
     return costmodel.single_region_iteration_time(work, k, act, intra_gbps, stage_overhead, mb)
 
@@ -214,11 +232,11 @@ class JobTable(Sequence):
                 raise ValueError(f"JobTable.{col} has shape {getattr(self, col).shape}, expected ({n},)")
         bad = _first_bad_row(
             self.model, self.dataset, self.submit, self.epochs, self.fate_fraction,
-            len(catalog.PAPER_MODELS), len(catalog.PAPER_DATASETS),
+            len(catalog.MODELS), len(catalog.PAPER_DATASETS),
         )
         if bad >= 0:
             raise ValueError(
-                f"JobTable row {bad}: model {self.model[bad]} (0..{len(catalog.PAPER_MODELS) - 1}), "
+                f"JobTable row {bad}: model {self.model[bad]} (0..{len(catalog.MODELS) - 1}), "
                 f"dataset {self.dataset[bad]} (0..{len(catalog.PAPER_DATASETS) - 1}), submit "
                 f"{self.submit[bad]} (>= 0, non-decreasing), epochs {self.epochs[bad]} (> 0), "
                 f"fate_fraction {self.fate_fraction[bad]} (NaN or in (0, 1])"
@@ -233,7 +251,7 @@ class JobTable(Sequence):
 
     def spec(self, i: int) -> JobSpec:
         """Job i as a ``JobSpec``, built without the others."""
-        m = catalog.PAPER_MODELS[self.model[i]]
+        m = catalog.MODELS[self.model[i]]
         u, t = int(self.user[i]), int(self.template[i])
         fate = float(self.fate_fraction[i])
         return JobSpec(
@@ -271,7 +289,7 @@ def label_columns(jobs: Sequence[JobSpec]) -> dict[str, list[str]]:
     """Each job's name, model name and dataset name, as lists (result tables). A ``JobTable``
     answers without building JobSpecs, with the names its JobSpecs would have."""
     if isinstance(jobs, JobTable):
-        models = [catalog.PAPER_MODELS[m].name for m in jobs.model.tolist()]
+        models = [catalog.MODELS[m].name for m in jobs.model.tolist()]
         rows = zip(models, jobs.user.tolist(), jobs.template.tolist(), strict=True)
         return {
             "name": [jobs._name(i, m, u, t) for i, (m, u, t) in enumerate(rows)],
@@ -305,18 +323,23 @@ def spec_columns(jobs: Sequence[JobSpec]) -> dict[str, np.ndarray]:
 
 
 @lru_cache(maxsize=64)
-def _catalog_table(gpu: GPUType, stage_overhead: float, intra_gbps: float) -> tuple[np.ndarray, ...]:
-    """Per catalog model: (work, M_j, A_j, K*, t_iter(1), t_iter(K*), b_j(K*), batch size), and
-    per catalog dataset its samples; the per-job numbers of a JobTable are lookups into these."""
-    rows = [
-        _per_iteration(m, catalog.DEFAULT_SEQ_LEN, catalog.DEFAULT_MICRO_BATCH, gpu, stage_overhead, intra_gbps)
-        for m in catalog.PAPER_MODELS
-    ]
-    work, mb, act, ks, t1, tk = (np.array(col) for col in zip(*rows, strict=True))
-    b_ref = np.array([costmodel.min_bandwidth(a, costmodel.t_comp(w, k, stage_overhead)) for w, a, k in zip(work, act, ks, strict=True)])
-    batch = np.array([m.batch_size for m in catalog.PAPER_MODELS], dtype=np.float64)
+def _catalog_table(
+    gpu: GPUType, stage_overhead: float, intra_gbps: float, memory_model: MemoryModel, rule: StartRule
+) -> tuple[np.ndarray, ...]:
+    """Per catalog model: (work, M_j, A_j, t_iter(1), k_target, t_iter(k_target), min GPUs,
+    b_j(k_target), batch size; memory minimum 0 where the model does not fit), and per catalog
+    dataset its samples; the per-job numbers of a JobTable are lookups into these."""
+    rows = []
+    for m in catalog.MODELS:
+        try:
+            rows.append(_bounded(m, catalog.DEFAULT_SEQ_LEN, catalog.DEFAULT_MICRO_BATCH, None, 1,
+                                 gpu, stage_overhead, intra_gbps, memory_model, rule))
+        except ValueError:  # a model that never fits: refused when a job uses it (profile_columns)
+            rows.append((np.nan, 1, np.nan, np.nan, 0, np.nan, 0, np.nan))
+    work, mb, act, t1, target, tk, min_g, b_ref = (np.array(col) for col in zip(*rows, strict=True))
+    batch = np.array([m.batch_size for m in catalog.MODELS], dtype=np.float64)
     samples = np.array([d.samples for d in catalog.PAPER_DATASETS], dtype=np.float64)
-    out = (work, mb.astype(np.int64), act, ks.astype(np.int64), t1, tk, b_ref, batch, samples)
+    out = (work, mb.astype(np.int64), act, t1, target.astype(np.int64), tk, min_g.astype(np.int64), b_ref, batch, samples)
     for a in out:
         a.setflags(write=False)  # shared by every episode
     return out
@@ -327,55 +350,112 @@ def profile_columns(
     gpu: GPUType = catalog.A6000,
     stage_overhead: float = catalog.DEFAULT_STAGE_OVERHEAD_S,
     intra_gbps: float = catalog.DEFAULT_INTRA_REGION_GBPS,
+    memory_model: MemoryModel = DEFAULT_MEMORY,
+    start_rule: StartRule | str = DEFAULT_START_RULE,
 ) -> dict[str, np.ndarray]:
     """What the simulator core needs of each job's ``profile``, as columns: work, mb, act,
-    iterations (I_j), k_target, b_ref (b_j at k_target), t1 and tk (t_iter on 1 and on
-    k_target GPUs in one region). A ``JobTable`` is profiled per model, without a JobSpec per
-    job, to the very same numbers."""
+    iterations (I_j), k_target, min_gpus, b_ref (b_j at k_target), t1 and tk (t_iter on 1 and
+    on k_target GPUs in one region). A ``JobTable`` is profiled per model, without a JobSpec
+    per job, to the very same numbers. A job the start rule cannot hold (a model too large for
+    the GPU even at one layer per GPU, a request below the memory minimum) is a ValueError
+    naming the job, its model and the GPU."""
+    rule = StartRule.parse(start_rule)
     if isinstance(jobs, JobTable):
-        work, mb, act, ks, t1, tk, b_ref, batch, samples = _catalog_table(gpu, stage_overhead, intra_gbps)
+        work, mb, act, t1, target, tk, min_g, b_ref, batch, samples = _catalog_table(
+            gpu, stage_overhead, intra_gbps, memory_model, rule
+        )
         m = jobs.model
+        unfit = min_g[m] == 0
+        if unfit.any():
+            i = int(np.argmax(unfit))
+            _bounded(catalog.MODELS[m[i]], catalog.DEFAULT_SEQ_LEN, catalog.DEFAULT_MICRO_BATCH, None, 1,
+                     gpu, stage_overhead, intra_gbps, memory_model, rule, jobs.spec(i).name)
         iters = np.ceil(jobs.epochs * samples[jobs.dataset] / batch[m])  # costmodel.num_iterations
         # e1 / I and E(K*) / I, computed as JobProfile's fields are, so that the bits agree
         return {
-            "work": work[m], "mb": mb[m], "act": act[m], "iterations": iters, "k_target": ks[m],
-            "b_ref": b_ref[m], "t1": iters * t1[m] / iters, "tk": iters * tk[m] / iters,
+            "work": work[m], "mb": mb[m], "act": act[m], "iterations": iters, "k_target": target[m],
+            "min_gpus": min_g[m], "b_ref": b_ref[m], "t1": iters * t1[m] / iters, "tk": iters * tk[m] / iters,
         }
     # Per job only its iteration count and a lookup: everything else depends on the model,
-    # batch settings and GPU cap, shared by many jobs (a trace maps 100k jobs to a few
+    # batch settings and GPU bounds, shared by many jobs (a trace maps 100k jobs to a few
     # size classes). The same functions as ``profile``, so the same bits.
-    rows: dict[tuple, int] = {}  # (model, seq_len, micro_batch, max_gpus) -> row of `shared`
-    shared = []  # (work, M_j, A_j, k_target, t_iter(1), t_iter(k_target), b_j(k_target))
+    rows: dict[tuple, int] = {}  # (model, seq_len, micro_batch, max_gpus, min_gpus) -> row of `shared`
+    shared = []  # _bounded's tuples
     row = np.empty(len(jobs), dtype=np.int64)
     iters = np.empty(len(jobs))
     for i, job in enumerate(jobs):
-        key = (id(job.model), job.seq_len, job.micro_batch, job.max_gpus)  # jobs keep models alive
+        key = (id(job.model), job.seq_len, job.micro_batch, job.max_gpus, job.min_gpus)  # jobs keep models alive
         r = rows.get(key)
         if r is None:
             r = rows[key] = len(shared)
-            shared.append(_shared_profile(job, gpu, stage_overhead, intra_gbps))
+            shared.append(_bounded(job.model, job.seq_len, job.micro_batch, job.max_gpus, job.min_gpus,
+                                   gpu, stage_overhead, intra_gbps, memory_model, rule, job.name))
         row[i] = r
         if job.iterations is not None:
             iters[i] = job.iterations
         else:
             iters[i] = costmodel.num_iterations(job.dataset.samples, job.model.batch_size, job.epochs)
-    columns = [np.array(col) for col in zip(*shared, strict=True)] if shared else [np.empty(0)] * 7
-    work, mb, act, target, t1, tk, b_ref = columns
+    columns = [np.array(col) for col in zip(*shared, strict=True)] if shared else [np.empty(0)] * 8
+    work, mb, act, t1, target, tk, min_g, b_ref = columns
     return {
         "work": work[row], "mb": mb.astype(np.int64)[row], "act": act[row], "iterations": iters,
-        "k_target": target.astype(np.int64)[row], "b_ref": b_ref[row],
+        "k_target": target.astype(np.int64)[row], "min_gpus": min_g.astype(np.int64)[row], "b_ref": b_ref[row],
         # e1 / I and E(k_target) / I, computed as JobProfile's fields are, so that the bits agree
         "t1": iters * t1[row] / iters, "tk": iters * tk[row] / iters,
     }
 
 
-def _shared_profile(job: JobSpec, gpu: GPUType, stage_overhead: float, intra_gbps: float) -> tuple:
+def _shared_profile(
+    job: JobSpec, gpu: GPUType, stage_overhead: float, intra_gbps: float,
+    memory_model: MemoryModel, rule: StartRule,
+) -> tuple:
     """What ``profile`` computes for ``job`` apart from its iteration count: (work, M_j, A_j,
-    k_target, t_iter on 1 GPU, t_iter on k_target GPUs in one region, b_j(k_target))."""
+    K*, t_iter on 1 GPU, k_target, t_iter on k_target GPUs in one region, min GPUs, memory
+    minimum)."""
     key = (job.model, job.seq_len, job.micro_batch, gpu, stage_overhead, intra_gbps)
-    work, mb, act, ks, t1, tk = _per_iteration(*key)
-    target = ks if job.max_gpus is None else min(ks, int(job.max_gpus))
+    work, mb, act, t1, target, tk, min_g, _ = _bounded(
+        job.model, job.seq_len, job.micro_batch, job.max_gpus, job.min_gpus, gpu, stage_overhead,
+        intra_gbps, memory_model, rule, job.name,
+    )
+    per_iteration = _per_iteration(*key, memory_model if rule.uses_memory else None)
+    ks, mem_min = per_iteration[3], per_iteration[6]
+    return work, mb, act, ks, t1, target, tk, min_g, mem_min
+
+
+def _bounded(
+    model: ModelSpec, seq_len: int, micro_batch: int, request: int | None, job_min: int,
+    gpu: GPUType, stage_overhead: float, intra_gbps: float, memory_model: MemoryModel,
+    rule: StartRule, name: str = "",
+) -> tuple:
+    """(work, M_j, A_j, t_iter(1), k_target, t_iter(k_target), min GPUs, b_j(k_target)) of a
+    job of ``model`` with GPU ``request`` (or None) and its own ``job_min`` under ``rule``
+    (``start_rule.gpu_bounds``); ValueError naming the job ``name``, its model and the GPU
+    when the rule cannot hold it."""
+    try:
+        return _bounded_cached(model, seq_len, micro_batch, request, job_min, gpu, stage_overhead,
+                               intra_gbps, memory_model, rule)
+    except ValueError as err:
+        raise ValueError(f"job {name!r}: {err}") from None
+
+
+@lru_cache(maxsize=4096)
+def _bounded_cached(model, seq_len, micro_batch, request, job_min, gpu, stage_overhead, intra_gbps,
+                    memory_model, rule) -> tuple:
+    key = (model, seq_len, micro_batch, gpu, stage_overhead, intra_gbps)
+    work, mb, act, ks, t1, tk, mem_min = _per_iteration(*key, memory_model if rule.uses_memory else None)
+    if mem_min == 0:
+        need = memory.stage_memory_bytes(memory_model, model.params, model.layers, model.hidden,
+                                         model.layers, mb, micro_batch * seq_len) / memory.GIB
+        raise ValueError(
+            f"model {model.name} does not fit on a {gpu.name} ({gpu.memory_gb:g} GB) "
+            f"even at one layer per GPU: a stage needs {need:.1f} GiB (geo_gym.memory)"
+        )
+    try:
+        min_g, target = gpu_bounds(rule, ks, mem_min, model.layers, request)
+    except ValueError as err:
+        raise ValueError(f"{model.name} on {gpu.name}, start rule {rule}: {err}") from None
+    min_g = max(min_g, int(job_min))
     if target != ks:
         tk = _t_iter_single_region(*key, target)
     b_ref = costmodel.min_bandwidth(act, costmodel.t_comp(work, target, stage_overhead))
-    return work, mb, act, target, t1, tk, b_ref
+    return work, mb, act, t1, target, tk, min_g, b_ref
