@@ -32,3 +32,13 @@ def uncertainty(text: str):
     """A preset name (perfect | realistic | schedmate) or a JSON object of UncertaintyConfig
     fields, optionally with "preset" as the base (``geo_gym.env.as_uncertainty``)."""
     return json.loads(text) if text.startswith("{") else text
+
+
+def start_rule(text: str) -> str:
+    """A start rule (``geo_gym.start_rule``): memory | any | fraction:X | kstar | request."""
+    from geo_gym.start_rule import StartRule
+
+    try:
+        return str(StartRule.parse(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None

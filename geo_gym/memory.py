@@ -60,17 +60,21 @@ class MemoryModel:
     usable_fraction: float = 1.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.bytes_per_param, bool) or not (
-            self.bytes_per_param > 0 and math.isfinite(self.bytes_per_param)
-        ):
+        def number(name: str) -> float:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+                raise ValueError(f"MemoryModel.{name} must be a number, got {value!r}")
+            return value
+
+        if not (number("bytes_per_param") > 0 and math.isfinite(self.bytes_per_param)):
             raise ValueError(f"MemoryModel.bytes_per_param must be a finite number > 0, got {self.bytes_per_param!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"MemoryModel.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not isinstance(self.recompute, bool):
             raise ValueError(f"MemoryModel.recompute must be True or False, got {self.recompute!r}")
-        if not (self.reserve_gb >= 0 and math.isfinite(self.reserve_gb)):
+        if not (number("reserve_gb") >= 0 and math.isfinite(self.reserve_gb)):
             raise ValueError(f"MemoryModel.reserve_gb must be a finite number >= 0, got {self.reserve_gb!r}")
-        if not 0 < self.usable_fraction <= 1:
+        if not 0 < number("usable_fraction") <= 1:
             raise ValueError(f"MemoryModel.usable_fraction must be in (0, 1], got {self.usable_fraction!r}")
 
 
@@ -146,12 +150,17 @@ def min_stages(
     tokens_per_microbatch: int,
     memory_gb: float,
 ) -> int:
-    """The fewest stages (GPUs) whose fullest stage fits in ``memory_gb``; 0 when even one
-    layer per GPU does not fit. Every larger count is taken to fit as well: it holds at most
-    as many layers per stage; under 1F1B it may hold one more in-flight micro-batch input (A_j,
-    tens of MB), which is neglected above the minimum."""
+    """The fewest stages (GPUs) from which every count up to ``layers`` fits in ``memory_gb``;
+    0 when even one layer per GPU does not fit. The simulator enforces the minimum as one
+    threshold, so every larger count must fit too. Under GPipe that is the first count that
+    fits (more stages never hold more); under 1F1B a stage holds min(M_j, L) micro-batches,
+    so an extra stage may cost more activations than it saves in layers (without
+    recomputation: a whole stage's worth), and the minimum is then where the counts that fit
+    become unbroken."""
     limit = usable_bytes(mem, memory_gb)
-    for n in range(1, layers + 1):
-        if stage_memory_bytes(mem, params, layers, hidden, n, num_microbatches, tokens_per_microbatch) <= limit:
-            return n
-    return 0
+    first = 0
+    for n in range(layers, 0, -1):  # from one layer per GPU down: the unbroken run that fits
+        if stage_memory_bytes(mem, params, layers, hidden, n, num_microbatches, tokens_per_microbatch) > limit:
+            break
+        first = n
+    return first

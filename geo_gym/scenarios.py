@@ -33,7 +33,7 @@ from geo_gym import catalog
 from geo_gym.cluster import Cluster, Region, paper_cluster
 from geo_gym.memory import MemoryModel
 from geo_gym.start_rule import StartRule
-from geo_gym.workload import DEFAULT_MEMORY, DEFAULT_START_RULE, JobSpec, JobTable, constant
+from geo_gym.workload import DEFAULT_MEMORY, DEFAULT_START_RULE, JobSpec, JobTable, _per_iteration, constant
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,11 @@ FIG1_BANDWIDTH_MBPS = np.array(
 
 
 def paper_fig1(bandwidth_scale: float = 1.0, capacity_scale: float = 1.0) -> Scenario:
-    """The motivating example: jobs P then Q (FCFS order), both on Alpaca-52k, at t = 0."""
+    """The motivating example: jobs P then Q (FCFS order), both on Alpaca-52k, at t = 0.
+
+    Its start rule is "any": Fig. 1's 11 GPUs cannot hold Q at all (Llama-3.1-70B needs at
+    least 27 A6000s for its weights, gradients and Adam state, geo_gym/memory.py) nor P on
+    fewer than 6, so the example exists only under the paper's literal reading."""
     cluster = Cluster(FIG1_REGIONS, FIG1_BANDWIDTH_MBPS / 1000.0).scaled(
         bandwidth_scale, capacity_scale
     )
@@ -124,7 +128,7 @@ def paper_fig1(bandwidth_scale: float = 1.0, capacity_scale: float = 1.0) -> Sce
         JobSpec("P", catalog.model_by_name("Qwen2.5-14B"), alpaca),
         JobSpec("Q", catalog.model_by_name("Llama-3.1-70B"), alpaca),
     )
-    return Scenario("paper-fig1", cluster, jobs)
+    return Scenario("paper-fig1", cluster, jobs, start_rule="any")
 
 
 def random_scenario(
@@ -137,7 +141,10 @@ def random_scenario(
 ) -> Scenario:
     """A seeded random world for tests and training: 3-6 regions with 8-128 GPUs, prices
     $0.08-0.35/kWh (the paper's intro range), region bandwidth 1-100 Gbps (low values make
-    Eq. (6) bind), and Table III jobs with random datasets arriving as a Poisson process."""
+    Eq. (6) bind), and Table III jobs with random datasets arriving as a Poisson process.
+    Jobs are drawn among the Table III models that fit in the largest region (their memory
+    minimum on its GPU, geo_gym/memory.py): every job can then run, even under a
+    single-region rule, in the world as drawn."""
     rng = np.random.default_rng(seed)
     k = int(rng.integers(3, 7)) if num_regions is None else int(num_regions)
     if k < 1:
@@ -157,10 +164,26 @@ def random_scenario(
     cluster = Cluster(regions).scaled(bandwidth_scale, capacity_scale)
     arrivals = np.cumsum(rng.exponential(mean_interarrival, size=n)) if mean_interarrival else np.zeros(n)
     arrivals[0] = 0.0
-    models = rng.integers(0, len(catalog.PAPER_MODELS), size=n)
+    fits = _models_fitting(cluster.gpu, int(cluster.capacities.max()))
+    models = fits[rng.integers(0, len(fits), size=n)]
     datasets = rng.integers(0, len(catalog.PAPER_DATASETS), size=n)
     jobs = JobTable(models, datasets, arrivals, np.full(n, catalog.DEFAULT_EPOCHS))
     return Scenario("random", cluster, jobs)
+
+
+@lru_cache(maxsize=256)
+def _models_fitting(gpu, gpus: int) -> np.ndarray:
+    """Indices of the Table III models whose memory minimum on ``gpu`` (default memory model)
+    is at most ``gpus``; at least the smallest one, so that a draw is always possible."""
+    mins = [
+        _per_iteration(m, catalog.DEFAULT_SEQ_LEN, catalog.DEFAULT_MICRO_BATCH, gpu,
+                       catalog.DEFAULT_STAGE_OVERHEAD_S, catalog.DEFAULT_INTRA_REGION_GBPS, DEFAULT_MEMORY)[6]
+        for m in catalog.PAPER_MODELS
+    ]
+    fits = [i for i, need in enumerate(mins) if 0 < need <= gpus]
+    if not fits:
+        fits = [int(np.argmin([need if need > 0 else np.inf for need in mins]))]
+    return np.array(fits, dtype=np.int64)
 
 
 # Early-end end points are skewed to small fractions (many failures happen early): the same

@@ -74,6 +74,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.cost_weight = self._template.cost_weight
+        self.start_rule = self._template.start_rule
         k, w = self._template.num_regions, self._template.window
         self.num_regions, self.window = k, w
         self.core = sim.ensure(

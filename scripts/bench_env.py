@@ -32,6 +32,8 @@ parser.add_argument("--scenario", default="paper-default")
 parser.add_argument("--scenario-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"num_regions": 6}\'')
 parser.add_argument("--seconds", type=cli.positive_float, default=3.0, help="wall time per measurement")
 parser.add_argument("--num-envs", type=cli.positive_int, nargs="+", default=[1, 16, 64, 256])
+parser.add_argument("--start-rule", type=cli.start_rule, default=None,
+                    help="memory | any | fraction:X | kstar | request; default: the scenario's own")
 args = parser.parse_args()
 
 
@@ -75,11 +77,11 @@ def reset_us(env, repeats: int = 5) -> float:
 print(f"numba threads: {numba.get_num_threads()}")
 rows = []
 for n in args.num_envs:
-    venv = GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs)
+    venv = GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, start_rule=args.start_rule)
     native, ep_len = measure(venv, args.seconds)
-    parallel, _ = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, parallel=True), args.seconds)
+    parallel, _ = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, parallel=True, start_rule=args.start_rule), args.seconds)
     sync_env = gym.vector.SyncVectorEnv(
-        [lambda: GeoPipeEnv(args.scenario, args.scenario_kwargs) for _ in range(n)],
+        [lambda: GeoPipeEnv(args.scenario, args.scenario_kwargs, start_rule=args.start_rule) for _ in range(n)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     sync, _ = measure(sync_env, args.seconds)

@@ -56,6 +56,8 @@ parser.add_argument("--week-start-days", type=float, default=56.0)
 parser.add_argument("--target-load", type=float, default=0.5)
 parser.add_argument("--repeat", type=cli.positive_int, default=1, help="runs per case; the fastest is reported")
 parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--start-rule", type=cli.start_rule, default=None,
+                    help="memory | any | fraction:X | kstar | request; default: the mapping's (request)")
 parser.add_argument("--out", type=Path, default=None, help="write bench.csv and bench.png here")
 
 
@@ -106,7 +108,7 @@ def main(args) -> None:
         )
     print(f"trace: {label}; policy {args.policy}; uncertainty {args.uncertainty}; target load {args.target_load}")
     warm = map_trace(table, max_jobs=50, target_load=args.target_load)
-    env_kwargs = {"uncertainty": args.uncertainty}
+    env_kwargs = {"uncertainty": args.uncertainty, "start_rule": args.start_rule}
     geo_gym.simulate(warm.scenario, baselines.make(args.policy), env_kwargs=env_kwargs)  # compile / load caches
     rows = []
     for name, options in cases(table, args.sizes, args.week_start_days):

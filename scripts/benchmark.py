@@ -11,7 +11,13 @@ Experiments (each over --seeds workload draws of `paper-default`, datasets drawn
   ablation   Fig. 8: BACE-Pipe vs w/o Priority, w/o Pathfinder, w/o Cost-Min
 Average JCT and total cost are normalised to BACE-Pipe on the same seed; the tables give the
 mean and standard deviation over seeds. Writes <out>/<experiment>.csv (one row per run),
-<out>/summary.csv, <out>/summary.md and <out>/<experiment>.png.
+<out>/summary.csv, <out>/summary.md and <out>/<experiment>.png. Every experiment runs under
+--start-rule (default memory: no job starts on fewer GPUs than its model's memory needs).
+
+    python scripts/benchmark.py --start-rules --out docs/results
+
+runs instead Fig. 4's policies and the ablations on the default setting under each start rule
+(memory, any, fraction:0.5, kstar) side by side: start_rules.csv, start_rules_summary.md.
 
     python scripts/benchmark.py --uncertainty --out docs/results
 
@@ -45,8 +51,15 @@ parser.add_argument("--out", type=Path, default=Path("docs/results"))
 parser.add_argument("--seeds", type=cli.positive_int, default=20, help="workload draws per setting")
 parser.add_argument("--quick", action="store_true", help="2 seeds, fewer settings: a smoke run")
 parser.add_argument("--uncertainty", action="store_true", help="run the SchedMate experiment")
+parser.add_argument("--start-rule", type=cli.start_rule, default="memory",
+                    help="how few GPUs a job may start on: memory | any | fraction:X | kstar")
+parser.add_argument("--start-rules", action="store_true",
+                    help="run the main comparison and the ablations under each start rule")
 args = parser.parse_args()
+if args.uncertainty and args.start_rules:
+    parser.error("--uncertainty and --start-rules are two different experiments: give one")
 
+START_RULES = ["memory", "any", "fraction:0.5", "kstar"]
 MAIN = ["bace_pipe", "ldf", "lcf", "cr_lcf", "cr_ldf"]
 ABLATION = ["bace_pipe", "bace_pipe_no_priority", "bace_pipe_no_pathfinder", "bace_pipe_no_costmin"]
 EXPERIMENTS = {  # name: (knob, values, policies)
@@ -61,15 +74,19 @@ if args.quick:
     EXPERIMENTS = {name: (k, v[:2], p) for name, (k, v, p) in EXPERIMENTS.items()}
 
 
-def run_experiment(name: str, knob, values, policies) -> pd.DataFrame:
+def run_experiment(name: str, knob, values, policies, start_rule: str = args.start_rule) -> pd.DataFrame:
     rows = []
     jobs = [(v, s, p) for v in values for s in range(args.seeds) for p in policies]
     for value, seed, pol in tqdm(jobs, desc=name, leave=False):
         kwargs = {} if knob is None else {knob: value}
-        res = simulate("paper-default", baselines.make(pol), seed=seed, scenario_kwargs=kwargs)
+        res = simulate(
+            "paper-default", baselines.make(pol), seed=seed, scenario_kwargs=kwargs,
+            env_kwargs={"start_rule": start_rule},
+        )
         rows.append(
             {
                 "experiment": name,
+                "start_rule": start_rule,
                 "setting": "default" if knob is None else f"{knob}={value}",
                 "value": value,
                 "seed": seed,
@@ -154,7 +171,7 @@ def run_uncertainty() -> None:
         )
         res = simulate(
             "recurring", baselines.make(pol), seed=seed,
-            env_kwargs={"uncertainty": unc, "warmup_workloads": 2},
+            env_kwargs={"uncertainty": unc, "warmup_workloads": 2, "start_rule": args.start_rule},
         )
         j = res.jobs
         rows.append(
@@ -195,10 +212,26 @@ def run_uncertainty() -> None:
     print(summary.round(3).to_string(index=False))
 
 
+def run_start_rules() -> None:
+    """Fig. 4's policies and the ablations on paper-default under each start rule: the rule
+    decides who wins (docs/results.md, "Start rules")."""
+    policies = MAIN + ABLATION[1:]
+    df = pd.concat([run_experiment("start_rules", None, [None], policies, rule) for rule in START_RULES])
+    df["setting"] = df["start_rule"]
+    df.to_csv(args.out / "start_rules.csv", index=False)
+    summary = summarise(df).rename(columns={"setting": "start_rule"}).drop(columns="experiment")
+    summary.to_csv(args.out / "start_rules_summary.csv", index=False)
+    (args.out / "start_rules_summary.md").write_text(summary.round(3).to_markdown(index=False) + "\n")
+    print(summary.round(3).to_string(index=False))
+
+
 def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.uncertainty:
         run_uncertainty()
+        return
+    if args.start_rules:
+        run_start_rules()
         return
     summaries = []
     for name, (knob, values, policies) in tqdm(EXPERIMENTS.items(), desc="experiments"):

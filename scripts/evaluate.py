@@ -85,6 +85,9 @@ parser.add_argument("--uncertainty", type=cli.uncertainty, default="perfect",
 parser.add_argument("--warmup-workloads", type=int, default=0)
 parser.add_argument("--window", type=int, default=8, help="the env's queue window (agents)")
 parser.add_argument("--cost-weight", type=float, default=0.1)
+parser.add_argument("--start-rule", type=cli.start_rule, default=None,
+                    help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request; "
+                         "default: the workload's own (memory for scenarios, request for traces)")
 parser.add_argument("--seeds", type=cli.positive_int, default=None, help="replicates: 10 for a scenario, 4 for a trace")
 parser.add_argument("--first-seed", type=int, default=2_000_000, help="training never uses seeds >= 1e6")
 parser.add_argument("--out", type=Path, default=Path("out/eval"))
@@ -260,7 +263,7 @@ def main(args) -> None:
         policies["bace_pipe"] = baselines.make("bace_pipe")  # the reference
     env_kwargs = {
         "uncertainty": args.uncertainty, "warmup_workloads": args.warmup_workloads,
-        "window": args.window, "cost_weight": args.cost_weight,
+        "window": args.window, "cost_weight": args.cost_weight, "start_rule": args.start_rule,
     }
     if args.trace:
         args.seeds = 4 if args.seeds is None else args.seeds

@@ -56,6 +56,8 @@ parser.add_argument("--window", type=int, default=8)
 parser.add_argument("--uncertainty", type=cli.uncertainty, default="realistic",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
 parser.add_argument("--warmup-workloads", type=int, default=2, help="workloads pre-filling the retrieval history")
+parser.add_argument("--start-rule", type=cli.start_rule, default="memory",
+                    help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request")
 parser.add_argument("--n-steps", type=cli.positive_int, default=128, help="rollout length per env")
 parser.add_argument("--eval-every", type=cli.positive_int, default=20_000)
 parser.add_argument("--eval-seeds", type=cli.positive_int, default=10, help="held-out workloads during training")
@@ -68,7 +70,7 @@ args = parser.parse_args()
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with args.seed + i
 # The options that define a run: --resume must not change them.
 SETTINGS = ("scenario", "scenario_kwargs", "algo", "num_envs", "seed", "cost_weight", "window",
-            "uncertainty", "warmup_workloads", "n_steps")
+            "uncertainty", "warmup_workloads", "n_steps", "start_rule")
 
 
 def check_settings(run: Path) -> None:
@@ -121,6 +123,7 @@ def main() -> None:
         "cost_weight": args.cost_weight,
         "uncertainty": args.uncertainty,
         "warmup_workloads": args.warmup_workloads,
+        "start_rule": args.start_rule,
     }
     env = make_vec_env(args.num_envs, args.scenario, args.scenario_kwargs, seed=args.seed, **env_kwargs)
     if args.resume:

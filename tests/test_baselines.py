@@ -49,11 +49,12 @@ def test_strict_order_does_not_backfill():
     from geo_gym.scenarios import Scenario
     from geo_gym.workload import JobSpec
 
-    qwen, alpaca = catalog.model_by_name("Qwen2.5-14B"), catalog.dataset_by_name("Alpaca-52k")
+    # Llama-3.2-1B fits on one GPU (K* = 16), so the requests alone set the GPU counts
+    small, alpaca = catalog.model_by_name("Llama-3.2-1B"), catalog.dataset_by_name("Alpaca-52k")
     jobs = (
-        JobSpec("a", qwen, alpaca, max_gpus=8),
-        JobSpec("b", qwen, alpaca, min_gpus=12),
-        JobSpec("c", qwen, alpaca, max_gpus=4),
+        JobSpec("a", small, alpaca, max_gpus=8),
+        JobSpec("b", small, alpaca, min_gpus=12),
+        JobSpec("c", small, alpaca, max_gpus=4),
     )
     scen = Scenario("strict", Cluster((Region("R", 16, 0.2, 10.0),)), jobs)
     starts = {}
@@ -77,16 +78,17 @@ def test_random_policy_is_seeded_and_valid():
     assert a.summary["steps"] >= a.summary["num_jobs"]
 
 
-def test_policies_read_envs_with_more_than_eleven_regions():
-    # 10 + 4K + 44W repeats when K differs by 11: a 12-region window-8 observation has the
-    # size of a 1-region window-9 one, so the layout comes from the env, not the size.
-    from baselines.policies import layout_from_obs_size
+def test_policies_read_envs_with_more_regions_than_the_size_tells():
+    # 10 + 4K + 45W repeats when K differs by 45: a 46-region window-8 observation has the
+    # size of a 1-region window-12 one, so the layout comes from the env, not the size.
+    from baselines.policies import MAX_INFERRED_REGIONS, layout_from_obs_size
 
-    env = GeoPipeEnv("random", {"num_regions": 12, "num_jobs": 10}, window=8)
+    assert MAX_INFERRED_REGIONS == 45
+    env = GeoPipeEnv("random", {"num_regions": 46, "num_jobs": 10}, window=8)
     size = env.observation_space.shape[0]
-    assert layout_from_obs_size(size) == (1, 9)  # the inference alone is wrong here
-    assert layout_from_obs_size(size, 12) == (12, 8)
-    for policy in (baselines.make("bace_pipe", num_regions=12), baselines.make("random", num_regions=12)):
+    assert layout_from_obs_size(size) == (1, 12)  # the inference alone is wrong here
+    assert layout_from_obs_size(size, 46) == (46, 8)
+    for policy in (baselines.make("bace_pipe", num_regions=46), baselines.make("random", num_regions=46)):
         obs, info = env.reset(seed=1)
         for _ in range(200):
             a = int(policy.predict(obs)[0])
@@ -96,7 +98,7 @@ def test_policies_read_envs_with_more_than_eleven_regions():
                 break
         assert done
     # simulate hands the env's region count to a policy that reads the observation
-    kwargs = {"num_regions": 12, "num_jobs": 10}
+    kwargs = {"num_regions": 46, "num_jobs": 10}
     res = simulate("random", baselines.make("random", seed=0), seed=1, scenario_kwargs=kwargs)
     assert res.summary["num_jobs"] == 10 and res.summary["invalid_actions"] == 0
 

@@ -105,23 +105,31 @@ def core_state(core, e=0) -> dict:
     return {name: np.asarray(getattr(core, name)[e]) for name in core._fields}
 
 
-def test_profile_columns_of_jobspecs_equal_each_jobs_profile():
-    # Trace-style jobs: explicit fractional iterations, GPU caps below and above K*, other
-    # batch settings; the columns share work between jobs of a class, bit for bit.
+@pytest.mark.parametrize("rule", ["memory", "any", "fraction:0.5", "kstar", "request"])
+def test_profile_columns_of_jobspecs_equal_each_jobs_profile(rule):
+    # Trace-style jobs: explicit fractional iterations, GPU caps at and above the memory
+    # minimum and above K*, other batch settings; the columns share work between jobs of a
+    # class, bit for bit, under every start rule.
     rng = np.random.default_rng(1)
-    jobs = [
-        JobSpec(
-            f"j{i}", catalog.PAPER_MODELS[int(rng.integers(0, 8))], catalog.PAPER_DATASETS[int(rng.integers(0, 3))],
-            submit=float(i), epochs=float(rng.uniform(0.2, 2.0)), micro_batch=int(rng.choice([1, 2])),
-            max_gpus=[None, 1, 4, 1000][i % 4], iterations=[None, 0.37, 1234.5][i % 3],
-        )
-        for i in range(60)
-    ]
-    cols = profile_columns(jobs)
+    jobs = []
+    for i in range(60):
+        model = catalog.MODELS[int(rng.integers(0, len(catalog.MODELS)))]
+        micro_batch = int(rng.choice([1, 2]))
+        probe = profile(JobSpec("probe", model, catalog.PAPER_DATASETS[0], micro_batch=micro_batch))
+        request = [None, probe.memory_min, probe.memory_min + 3, 1000][i % 4]
+        if rule == "request" and request is None:
+            request = probe.k_star
+        jobs.append(JobSpec(
+            f"j{i}", model, catalog.PAPER_DATASETS[int(rng.integers(0, 3))],
+            submit=float(i), epochs=float(rng.uniform(0.2, 2.0)), micro_batch=micro_batch,
+            max_gpus=request, iterations=[None, 0.37, 1234.5][i % 3],
+        ))
+    cols = profile_columns(jobs, start_rule=rule)
     for i, job in enumerate(jobs):
-        p = profile(job)
+        p = profile(job, start_rule=rule)
         assert (cols["work"][i], cols["mb"][i], cols["act"][i]) == (p.work, p.num_microbatches, p.activation_gbit)
         assert (cols["iterations"][i], cols["k_target"][i]) == (p.iterations, p.k_target)
+        assert cols["min_gpus"][i] == p.min_gpus >= (1 if rule == "any" else p.memory_min)
         assert cols["b_ref"][i] == p.b_j(p.k_target)
         assert (cols["t1"][i], cols["tk"][i]) == (p.e1 / p.iterations, p.ideal_duration / p.iterations)
 

@@ -141,6 +141,7 @@ def test_smaller_pathfinder_options_aim_at_half_and_a_quarter_of_k_star():
 
     import baselines
     import geo_gym
+    from geo_gym.workload import profile_columns
 
     gpus = {
         rule: geo_gym.simulate(
@@ -150,5 +151,10 @@ def test_smaller_pathfinder_options_aim_at_half_and_a_quarter_of_k_star():
         for rule in ("pathfinder", "pathfinder_half", "pathfinder_quarter")
     }
     k_star = gpus["pathfinder"]
-    assert gpus["pathfinder_half"] == [math.ceil(k / 2) for k in k_star]
-    assert gpus["pathfinder_quarter"] == [math.ceil(k / 4) for k in k_star]
+    # never below the job's memory minimum (the default start rule): FLM-101B needs 40 GPUs,
+    # more than a quarter of its K* = 74
+    scen = geo_gym.make_scenario("paper-default", 0, capacity_scale=20.0)
+    least = profile_columns(scen.jobs, memory_model=scen.memory_model, start_rule=scen.start_rule)["min_gpus"]
+    assert gpus["pathfinder_half"] == [max(m, math.ceil(k / 2)) for m, k in zip(least, k_star, strict=True)]
+    assert gpus["pathfinder_quarter"] == [max(m, math.ceil(k / 4)) for m, k in zip(least, k_star, strict=True)]
+    assert gpus["pathfinder_quarter"][0] == 40 > math.ceil(k_star[0] / 4)

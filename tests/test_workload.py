@@ -13,7 +13,8 @@ from geo_gym.placement import NUM_RULES
 from geo_gym.scenarios import Scenario
 from geo_gym.workload import JobSpec, profile
 
-QWEN = catalog.model_by_name("Qwen2.5-14B")  # K* = 48
+QWEN = catalog.model_by_name("Qwen2.5-14B")  # K* = 48, fits on no fewer than 6 A6000s
+SMALL = catalog.model_by_name("Llama-3.2-1B")  # K* = 16, fits on one A6000
 ALPACA = catalog.dataset_by_name("Alpaca-52k")
 
 
@@ -23,9 +24,9 @@ def two_regions(jobs):
 
 
 def test_max_gpus_caps_the_target_and_the_ideal_duration():
-    free = profile(JobSpec("a", QWEN, ALPACA))
-    capped = profile(JobSpec("b", QWEN, ALPACA, max_gpus=4))
-    assert free.k_target == free.k_star == 48 and capped.k_target == 4
+    free = profile(JobSpec("a", SMALL, ALPACA))
+    capped = profile(JobSpec("b", SMALL, ALPACA, max_gpus=4))
+    assert free.k_target == free.k_star == 16 and capped.k_target == 4
     work, mb, act = capped.work, capped.num_microbatches, capped.activation_gbit
     t4 = costmodel.single_region_iteration_time(
         work, 4, act, catalog.DEFAULT_INTRA_REGION_GBPS, catalog.DEFAULT_STAGE_OVERHEAD_S, mb
@@ -36,20 +37,29 @@ def test_max_gpus_caps_the_target_and_the_ideal_duration():
 
 @pytest.mark.parametrize("name", ["bace_pipe", "lcf", "ldf", "cr_lcf", "cr_ldf", "bace_pipe_no_costmin"])
 def test_every_rule_respects_the_request(name):
-    jobs = [JobSpec(f"j{i}", QWEN, ALPACA, max_gpus=g) for i, g in enumerate([1, 3, 8, 100])]
+    jobs = [JobSpec(f"j{i}", SMALL, ALPACA, max_gpus=g) for i, g in enumerate([1, 3, 8, 100])]
     res = geo_gym.simulate(two_regions(jobs), baselines.make(name), seed=0)
-    assert list(res.jobs.gpus) == [1, 3, 8, 48]  # the request, or K* when the request is larger
+    assert list(res.jobs.gpus) == [1, 3, 8, 16]  # the request, or K* when the request is larger
+
+
+def test_a_request_below_the_memory_minimum_is_refused_at_load():
+    job = JobSpec("tight", QWEN, ALPACA, max_gpus=4)
+    with pytest.raises(ValueError, match=r"'tight'.*Qwen2\.5-14B.*A6000.*memory minimum of 6"):
+        geo_gym.simulate(two_regions([job]), baselines.make("bace_pipe"), seed=0)
+    res = geo_gym.simulate(two_regions([job]), baselines.make("bace_pipe"), seed=0,
+                           env_kwargs={"start_rule": "any"})  # the paper's reading: no memory
+    assert list(res.jobs.gpus) == [4]
 
 
 def test_env_options_respect_the_request():
-    env = GeoPipeEnv(two_regions([JobSpec("j", QWEN, ALPACA, max_gpus=5)]), window=1)
+    env = GeoPipeEnv(two_regions([JobSpec("j", SMALL, ALPACA, max_gpus=5)]), window=1)
     env.reset(seed=0)
     g = env.opts.g[0, 0]
     assert g.max() == 5 and (g[: NUM_RULES] > 0).all()
 
 
 def test_fractional_iterations_run_exactly():
-    job = JobSpec("short", QWEN, ALPACA, iterations=0.3, max_gpus=2)
+    job = JobSpec("short", SMALL, ALPACA, iterations=0.3, max_gpus=2)
     res = geo_gym.simulate(two_regions([job]), baselines.make("lcf"), seed=0)
     p = profile(job)
     assert res.jobs.loc[0, "iters"] == pytest.approx(0.3)
