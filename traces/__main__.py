@@ -14,7 +14,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("path")
     parser.add_argument("--kind", default=None, help="reader (traces.READERS); default: from the file name")
     parser.add_argument("--options", type=json.loads, default={},
-                        help='MappingOptions fields as JSON, e.g. \'{"start": 4838400, "length": 604800}\'')
+                        help='MappingOptions fields as JSON, e.g. \'{"start": 4838400, "length": 604800}\' '
+                             'or \'{"start_rule": "memory", "memory_model": {"schedule": "1f1b"}}\'')
     args = parser.parse_args(argv)
     print(json.dumps(describe(trace_scenario(args.path, args.kind, **args.options)), indent=1))
 

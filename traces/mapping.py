@@ -6,11 +6,18 @@ into a :class:`geo_gym.scenarios.Scenario` that every geo_gym path runs (``geo_g
 
 Per job (all rules are pure functions below, each with its docstring):
 
-* **Size class** (:func:`size_class`): the GPU request picks a BACE-Pipe Table III model,
-  larger requests larger models (:data:`SIZE_CLASSES`).
-* **GPU cap** (``JobSpec.max_gpus`` = the request G; CPU-only jobs kept with
-  ``gpu_only=False`` ask for 1): every placement rule aims at ``G' = min(G, K*)`` GPUs
-  (:func:`ideal_stages`), never more than the user asked for.
+* **Size class** (:func:`size_class`): the GPU request G picks the largest catalog model
+  (``geo_gym.catalog.MODELS``, by parameters) whose memory minimum on the cluster's GPU
+  (``geo_gym.memory``, under ``MappingOptions.memory_model``) is at most G: a 1-GPU job trains
+  a model that fits on one GPU, a 64-GPU job FLM-101B.
+* **Start rule and stages** (``MappingOptions.start_rule``, :func:`ideal_stages`): the job
+  carries G as ``JobSpec.max_gpus`` (CPU-only jobs kept with ``gpu_only=False`` ask for 1), and
+  the scenario's start rule (default ``request``: the trace's jobs ran gang-scheduled on the
+  GPUs they asked for) gives the GPUs G' every rule aims at, ``geo_gym.start_rule.gpu_bounds``:
+  under ``request`` G' = min(G, layers), and the job may start on no fewer; under the other
+  rules G' = min(G, K*). Pure PP cannot use more stages than its model has layers, so a request
+  above them (Philly's 128-GPU jobs on FLM-101B's 80 layers) runs on ``layers`` GPUs
+  (``describe``: ``capped_at_layers``).
 * **Length** (:func:`calibrated_iterations`): ``JobSpec.iterations``, the fractional iteration
   count ``I = D / t_iter(G')`` whose ideal run -- Eq. (1) with G' stages in one region over the
   intra-region bandwidth, no queueing, no failure -- takes exactly the traced run time D. The
@@ -30,17 +37,18 @@ Per job (all rules are pure functions below, each with its docstring):
 * **Cluster** (:func:`capacity_scale_for_load`): the trace's single cluster becomes the
   scenario's regions (Table II by default), their GPU counts scaled together so that the
   workload's offered load -- the ideal runs, on G' GPUs each, that the rules aim at -- is
-  ``target_load`` of the total capacity.
+  ``target_load`` of the total capacity, and never so small that no region holds the largest
+  job's minimum (:func:`capacity_scale_to_hold`).
 
 Options (``MappingOptions``): time window, job sampling, GPU-only, arrival-time compression,
 at most ``max_jobs`` jobs, the load target or an explicit capacity scale, the two fate
-fractions, trace failures on/off, at most ``max_failures`` planted failures per job.
+fractions, trace failures on/off, at most ``max_failures`` planted failures per job, the start
+rule and the memory model.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
@@ -48,29 +56,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from geo_gym import catalog, costmodel
-from geo_gym.catalog import ModelSpec
+from geo_gym import catalog, workload
+from geo_gym.catalog import GPUType, ModelSpec
 from geo_gym.cluster import Cluster, paper_cluster
+from geo_gym.memory import MemoryModel
 from geo_gym.scenarios import Scenario
+from geo_gym.start_rule import StartRule, gpu_bounds
 from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
-from geo_gym.workload import JobSpec, profile
+from geo_gym.workload import DEFAULT_MEMORY, JobSpec
 
 from .readers import read_trace
 from .schema import validate_job_table
 
-# GPU request -> Table III model: the smallest class whose bound holds the request. Larger
-# requests get larger models (BACE-Pipe Table III, ordered by parameters); two 14B models
-# split the 1- and 2-GPU jobs, which are 90 % of Philly (RFold table: 96,662 + 2,522 of 111,549).
-SIZE_CLASSES: tuple[tuple[int, str], ...] = (
-    (1, "Qwen2.5-14B"),
-    (2, "Ministral-3-14B"),
-    (4, "Gemma-3-27B"),
-    (8, "Qwen2.5-32B"),
-    (16, "Falcon-40B"),
-    (32, "Llama-3.1-70B"),
-    (64, "Solar-Open-100B"),
-    (sys.maxsize, "FLM-101B"),
-)
+# Philly and Acme started a job only on all the GPUs it asked for (gang scheduling), so a
+# trace job's GPU request is where it starts (geo_gym/start_rule.py, "request").
+DEFAULT_START_RULE = "request"
 # The length of every trace job is set by its iteration count (JobSpec.iterations), so the
 # dataset only names the job for the duration predictors' metadata.
 TRACE_DATASET = catalog.dataset_by_name("WikiText-103")
@@ -111,6 +111,12 @@ class MappingOptions:
     trace_failures: bool = True  # plant the trace's infrastructure failures
     max_failures: int = 15  # planted failures per job (UncertaintyConfig.max_attempts - 1)
     cluster: Cluster | None = field(default=None, compare=False)  # None: Table II
+    # how few GPUs a job may start on and what the rules aim at (geo_gym/start_rule.py; a
+    # string is parsed): "request", the trace's own gang scheduling at the requested count
+    start_rule: StartRule | str = DEFAULT_START_RULE
+    # GPU memory per stage (geo_gym/memory.py): picks the size class and the memory minimum;
+    # a dict of MemoryModel fields is accepted (``python -m traces --options``)
+    memory_model: MemoryModel | dict = DEFAULT_MEMORY
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str) -> ValueError:
@@ -147,6 +153,17 @@ class MappingOptions:
             raise bad("max_failures", "must be an integer >= 0")
         if self.cluster is not None and not isinstance(self.cluster, Cluster):
             raise bad("cluster", "must be a geo_gym.cluster.Cluster or None")
+        try:  # frozen: store the parsed rule, so that every use sees a StartRule
+            object.__setattr__(self, "start_rule", StartRule.parse(self.start_rule))
+        except ValueError as err:
+            raise bad("start_rule", str(err)) from None
+        if isinstance(self.memory_model, dict):
+            try:
+                object.__setattr__(self, "memory_model", MemoryModel(**self.memory_model))
+            except (TypeError, ValueError) as err:
+                raise bad("memory_model", str(err)) from None
+        if not isinstance(self.memory_model, MemoryModel):
+            raise bad("memory_model", "must be a geo_gym.memory.MemoryModel or a dict of its fields")
 
 
 @dataclass(frozen=True)
@@ -163,34 +180,85 @@ class MappedTrace:
 
 
 # ------------------------------------------------------------------------------- pure rules
-def size_class(gpus: int) -> ModelSpec:
-    """The Table III model of a job requesting ``gpus`` GPUs (:data:`SIZE_CLASSES`)."""
+def memory_minimum(model: ModelSpec, gpu: GPUType = catalog.A6000,
+                   memory_model: MemoryModel = DEFAULT_MEMORY) -> int:
+    """The fewest GPUs (pipeline stages) ``model`` fits on at the trace jobs' batch settings
+    (``geo_gym.memory.min_stages``); 0 where even one layer per GPU does not fit. It is the
+    number the simulator enforces (``workload._per_iteration``, which the job's profile uses);
+    it depends on neither the stage overhead nor the intra-region bandwidth, so the catalog's
+    defaults are passed for those."""
+    return workload._per_iteration(
+        model, catalog.DEFAULT_SEQ_LEN, catalog.DEFAULT_MICRO_BATCH, gpu,
+        catalog.DEFAULT_STAGE_OVERHEAD_S, catalog.DEFAULT_INTRA_REGION_GBPS, memory_model,
+    )[6]
+
+
+def _size_key(model: ModelSpec) -> tuple[float, int, int]:
+    """Larger first: parameters; on a tie the model with more layers (under pure PP it can
+    honour a larger request before the layer cap), then the earlier entry of catalog.MODELS.
+    The catalog's one tie, Qwen2.5-14B (48 layers) and Ministral-3-14B (40), goes to Qwen."""
+    return model.params, model.layers, -catalog.MODELS.index(model)
+
+
+def size_class(gpus: int, gpu: GPUType = catalog.A6000, memory_model: MemoryModel = DEFAULT_MEMORY) -> ModelSpec:
+    """The model of a job requesting ``gpus`` GPUs: the largest catalog model (``catalog.MODELS``,
+    by parameters, ties by :func:`_size_key`) whose memory minimum on ``gpu`` under
+    ``memory_model`` (:func:`memory_minimum`) is at most the request, so the job's model fits
+    on the GPUs it asked for. ValueError if the request is not an integer >= 1 or no model fits."""
     if isinstance(gpus, bool) or int(gpus) != gpus or gpus < 1:
         raise ValueError(f"GPU request must be an integer >= 1, got {gpus!r}")
-    for bound, name in SIZE_CLASSES:
-        if gpus <= bound:
-            return catalog.model_by_name(name)
-    raise AssertionError("SIZE_CLASSES ends with an unbounded class")
-
-
-@lru_cache(maxsize=64)
-def _model_profile(model: ModelSpec, cluster_gpu, overhead: float, intra: float):
-    return profile(JobSpec("probe", model, TRACE_DATASET), cluster_gpu, overhead, intra)
+    return _size_class(int(gpus), gpu, memory_model)
 
 
 @lru_cache(maxsize=4096)
-def ideal_iteration_time(model: ModelSpec, stages: int, gpu, overhead: float, intra: float) -> float:
-    """Eq. (1) for ``stages`` stages inside one region (every link intra-region), seconds."""
-    p = _model_profile(model, gpu, overhead, intra)
-    return costmodel.single_region_iteration_time(
-        p.work, stages, p.activation_gbit, intra, overhead, p.num_microbatches
+def _size_class(gpus: int, gpu: GPUType, memory_model: MemoryModel) -> ModelSpec:
+    # a request only picks among the models that fit on that many GPUs (minimum 0: never fits)
+    fits = [m for m in catalog.MODELS if 0 < memory_minimum(m, gpu, memory_model) <= gpus]
+    if not fits:
+        mins = {m.name: memory_minimum(m, gpu, memory_model) for m in catalog.MODELS}
+        smallest = min((v for v in mins.values() if v > 0), default=None)
+        hint = (f"the smallest memory minimum is {smallest} GPUs" if smallest is not None
+                else "no catalog model fits on it at all, even at one layer per GPU")
+        raise ValueError(
+            f"GPU request of {gpus}: no catalog model fits on {gpus} {gpu.name} GPU(s) "
+            f"({gpu.memory_gb:g} GB each) under {memory_model}; {hint} (geo_gym.memory)"
+        )
+    return max(fits, key=_size_key)
+
+
+@lru_cache(maxsize=4096)
+def gpu_plan(model: ModelSpec, gpus: int, gpu: GPUType, overhead: float, intra: float,
+             memory_model: MemoryModel = DEFAULT_MEMORY,
+             start_rule: StartRule | str = DEFAULT_START_RULE) -> tuple[int, int, int, int]:
+    """(K*, memory minimum, min GPUs, G') of a job of ``model`` requesting ``gpus`` GPUs, as the
+    simulator computes them for ``JobSpec.max_gpus`` = ``gpus`` (``workload._bounded_cached``):
+    K* and the memory minimum from ``workload._per_iteration`` (without a memory model under
+    ``any``), then ``geo_gym.start_rule.gpu_bounds``. G' is what every rule aims at: under
+    ``request`` min(gpus, layers), the job starting on no fewer; otherwise min(gpus, K*)."""
+    rule = StartRule.parse(start_rule)
+    per = workload._per_iteration(
+        model, catalog.DEFAULT_SEQ_LEN, catalog.DEFAULT_MICRO_BATCH, gpu, overhead, intra,
+        memory_model if rule.uses_memory else None,
     )
+    kstar, mem_min = per[3], per[6]
+    min_gpus, target = gpu_bounds(rule, kstar, mem_min, model.layers, int(gpus))
+    return kstar, mem_min, min_gpus, target
 
 
-def ideal_stages(model: ModelSpec, gpus: int, gpu, overhead: float, intra: float) -> int:
-    """G' = min(request, K*): the GPUs every rule aims at for a job with ``max_gpus`` = the
-    request (``JobProfile.k_target``; K* is the paper's cap, IV-A)."""
-    return min(int(gpus), _model_profile(model, gpu, overhead, intra).k_star)
+def ideal_stages(model: ModelSpec, gpus: int, gpu: GPUType, overhead: float, intra: float,
+                 memory_model: MemoryModel = DEFAULT_MEMORY,
+                 start_rule: StartRule | str = DEFAULT_START_RULE) -> int:
+    """G': the GPUs every rule aims at for a job with ``max_gpus`` = the request
+    (``JobProfile.k_target``; :func:`gpu_plan`)."""
+    return gpu_plan(model, int(gpus), gpu, overhead, intra, memory_model, StartRule.parse(start_rule))[3]
+
+
+def ideal_iteration_time(model: ModelSpec, stages: int, gpu: GPUType, overhead: float, intra: float) -> float:
+    """Eq. (1) for ``stages`` stages inside one region (every link intra-region), seconds: the
+    function the job's profile uses for t_iter on its k_target (the same bits)."""
+    return workload._t_iter_single_region(
+        model, catalog.DEFAULT_SEQ_LEN, catalog.DEFAULT_MICRO_BATCH, gpu, overhead, intra, int(stages)
+    )
 
 
 def calibrated_iterations(duration: float, t_iter: float) -> float:
@@ -257,6 +325,22 @@ def capacity_scale_for_load(load_gpus: float, cluster: Cluster, target_load: flo
     return load_gpus / (target_load * cluster.total_gpus)
 
 
+def capacity_scale_to_hold(gpus: int, cluster: Cluster) -> float:
+    """The smallest factor (to 1e-3 relative) whose scaled cluster (``Cluster.scaled``, rounded
+    per region) has a region of at least ``gpus`` GPUs. A job that must start on ``gpus`` GPUs
+    (its start rule's minimum) can never start on fewer; a cluster of that many in all could
+    still leave it unplaceable forever, by the single-region rules (LCF, LDF) and wherever the
+    links between regions are below its b_j (Eq. 6), while one region that holds it can start
+    it, under every rule, once that region is free."""
+    largest = int(cluster.capacities.max())
+    if largest < 1:
+        raise ValueError("the cluster has no GPUs to scale")
+    scale = gpus / largest
+    while int(cluster.scaled(1.0, scale).capacities.max()) < gpus:  # rounded down
+        scale *= 1.001
+    return scale
+
+
 # ------------------------------------------------------------------------------- selection
 def select_jobs(table: pd.DataFrame, opts: MappingOptions) -> tuple[pd.DataFrame, dict[str, int]]:
     """The window, the filters (dropped counts by reason), the sample, the first max_jobs."""
@@ -292,8 +376,8 @@ def map_trace(table: pd.DataFrame, options: MappingOptions | None = None, **kwar
     ``kwargs`` are MappingOptions fields (or give ``options``)."""
     unknown = sorted(set(kwargs) - set(OPTION_NAMES))
     if unknown:
-        hint = (" (load_basis was removed: every rule aims at min(request, K*) GPUs, so the "
-                "offered load is always that of those runs)" if "load_basis" in unknown else "")
+        hint = (" (load_basis was removed: the offered load is always that of the runs on the "
+                "G' GPUs every rule aims at, MappingOptions.start_rule)" if "load_basis" in unknown else "")
         raise ValueError(f"MappingOptions has no option(s) {unknown}{hint}; options: {list(OPTION_NAMES)}")
     opts = replace(options, **kwargs) if options is not None else MappingOptions(**kwargs)
     source = str(table.attrs.get("source", "<job table>"))
@@ -310,27 +394,36 @@ def map_trace(table: pd.DataFrame, options: MappingOptions | None = None, **kwar
     jobs_df = pd.DataFrame(rows)
     submit = (sub["submit"].to_numpy() - float(sub["submit"].min())) / opts.compression
     jobs_df.insert(2, "submit", submit)
-    # The ideal runs the rules aim at: the executed work on G' = min(request, K*) GPUs.
+    # The ideal runs the rules aim at: the executed work on G' GPUs (the start rule's target).
     load = offered_load(submit, jobs_df["run_s"].to_numpy(), jobs_df["stages"].to_numpy())
     if opts.capacity_scale is not None:
         scale = opts.capacity_scale
     elif opts.target_load is not None:
-        scale = capacity_scale_for_load(load, base, opts.target_load)
+        # a small sample's average load may be below its largest job, which must start on all
+        # of its min_gpus at once: the cluster's largest region then holds that job, at a lower
+        # load than the target (an explicit capacity_scale or cluster is kept as given)
+        scale = max(capacity_scale_for_load(load, base, opts.target_load),
+                    capacity_scale_to_hold(int(jobs_df["min_gpus"].max()), base))
     else:
         scale = 1.0
     cluster = base.scaled(1.0, scale) if scale != 1.0 else base
     specs = tuple(_job_spec(row, s) for row, s in zip(rows, submit, strict=True))
     name = f"trace:{Path(source).name}"
-    scenario = Scenario(name, cluster, specs, overhead)
+    scenario = Scenario(name, cluster, specs, overhead, opts.start_rule, opts.memory_model)
     jobs_df.attrs["source"] = source
     return MappedTrace(scenario, jobs_df, dropped, load, float(scale), source)
 
 
 def _map_row(r, opts: MappingOptions, gpu, overhead: float, intra: float) -> dict:
     request = max(int(r.gpus), 1)  # CPU-only jobs reach here only with gpu_only=False: 1 GPU
-    model = size_class(request)
-    kstar = _model_profile(model, gpu, overhead, intra).k_star
-    stages = ideal_stages(model, request, gpu, overhead, intra)  # G' = min(request, K*)
+    try:
+        model = size_class(request, gpu, opts.memory_model)
+        # G' under the start rule: request -> min(request, layers); others -> min(request, K*)
+        kstar, mem_min, min_gpus, stages = gpu_plan(
+            model, request, gpu, overhead, intra, opts.memory_model, opts.start_rule
+        )
+    except ValueError as err:
+        raise ValueError(f"job {r.job_id!r}: {err}") from None
     t_iter = ideal_iteration_time(model, stages, gpu, overhead, intra)
     executed_ratio, configured_ratio = fate_rule(r.state, opts.early_end_fraction, opts.interrupted_fraction)
     duration = float(r.duration)
@@ -353,8 +446,11 @@ def _map_row(r, opts: MappingOptions, gpu, overhead: float, intra: float) -> dic
         "gpus": int(r.gpus),  # the trace's request (0: a CPU-only job)
         "max_gpus": request,  # JobSpec.max_gpus
         "model": model.name,
+        "layers": model.layers,  # the most stages pure PP can split it into
+        "memory_min": mem_min,  # the fewest GPUs it fits on (geo_gym.memory)
         "kstar": kstar,
-        "stages": stages,  # G' = min(max_gpus, K*): what every rule aims at
+        "min_gpus": min_gpus,  # the fewest it may start on (the start rule's)
+        "stages": stages,  # G': what every rule aims at (request: min(max_gpus, layers))
         "t_iter_s": t_iter,
         "duration_s": duration,
         "executed_iters": executed,
@@ -404,21 +500,30 @@ OPTION_NAMES = tuple(f.name for f in fields(MappingOptions))
 def describe(mapped: MappedTrace) -> dict:
     """What the mapping did to a trace, in numbers (``python -m traces PATH``).
 
-    ``gpus_per_job_target``: mean G' = min(request, K*), the GPUs the rules aim at;
-    ``capped_at_kstar``: jobs that asked for more than their model's K*;
+    ``start_rule``: the scenario's (``MappingOptions.start_rule``); ``models``: jobs per model
+    (:func:`size_class`); ``gpus_per_job_target``: mean G', the GPUs the rules aim at;
+    ``capped_at_layers``: jobs that asked for more GPUs than their model has layers (pure PP:
+    at most one stage per layer; under ``request`` they run on ``layers`` GPUs);
+    ``below_request``: jobs whose G' is below their request under the start rule (under
+    ``request`` exactly the layer-capped ones, otherwise also those above K*);
     ``share_shorter_than_one_iteration``: jobs whose traced run is a fraction of one iteration
     (they run that fraction); ``target_over_requested_gpu_seconds``: the ideal runs' GPU-seconds
-    over the trace's (request x traced run), below 1 only through the K* cap;
-    ``executed_gpu_hours``: what the ideal runs execute (interrupted jobs run their whole work)."""
+    over the trace's (request x traced run), below 1 only through ``below_request``;
+    ``executed_gpu_hours``: what the ideal runs execute (interrupted jobs run their whole work);
+    ``load_over_capacity``: the offered load over the scaled cluster (below ``target_load``
+    where the cluster was enlarged to hold the largest job)."""
     j = mapped.jobs
     planted = [len(h) for h in j["failure_gpu_hours"] if h]
     traced_gpu_s = (j["max_gpus"] * j["duration_s"]).sum()
+    cluster_gpus = mapped.scenario.cluster.total_gpus
     return {
         "jobs": len(j),
         "dropped": mapped.dropped,
+        "start_rule": str(mapped.scenario.start_rule),
         "requested_gpus_per_job": float(j["max_gpus"].mean()),
         "gpus_per_job_target": float(j["stages"].mean()),
-        "capped_at_kstar": int((j["max_gpus"] > j["kstar"]).sum()),
+        "capped_at_layers": int((j["max_gpus"] > j["layers"]).sum()),
+        "below_request": int((j["stages"] < j["max_gpus"]).sum()),
         "models": j["model"].value_counts().to_dict(),
         "median_iterations": float(j["executed_iters"].median()),
         "share_shorter_than_one_iteration": float((j["duration_s"] < j["t_iter_s"]).mean()),
@@ -429,5 +534,6 @@ def describe(mapped: MappedTrace) -> dict:
         "planted_failures": int(sum(planted)),
         "offered_load_gpus": mapped.offered_load_gpus,
         "capacity_scale": mapped.capacity_scale,
-        "cluster_gpus": mapped.scenario.cluster.total_gpus,
+        "cluster_gpus": cluster_gpus,
+        "load_over_capacity": mapped.offered_load_gpus / cluster_gpus,
     }
