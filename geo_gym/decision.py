@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from geo_gym.costmodel import alpha_nb, pipeline_iteration_time_nb
+from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.placement import (
     FEASIBLE,
     NUM_RULES,
@@ -98,11 +99,11 @@ def _compute_options(c, o, e):
     """
     w = o.win.shape[1]
     k = c.free.shape[1]
-    n = min(w, c.n_pend[e])
+    n = min(w, c.n_pending[e])
     o.n_win[e] = n
     win, g_e, plen_e, path_e, alloc_e, titer_e = o.win[e], o.g[e], o.plen[e], o.path[e], o.alloc[e], o.t_iter[e]
     feats = o.feats[e]
-    pend = c.pend[e]
+    pend = c.pending[e]
     for s in range(w):
         win[s] = pend[s] if s < n else -1
         for r in range(NUM_RULES):
@@ -119,13 +120,13 @@ def _compute_options(c, o, e):
     if free_total == 0:
         return False
     eff = np.empty((k, k))
-    residual_bandwidth(c.bw[e], c.resv[e], eff)
-    tc, ws = scratch(c.kstar_max[e], k)
+    residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], eff)
+    tc, ws = scratch(c.k_target_max[e], k)
     path_buf = np.empty(k, dtype=np.int64)
     alloc_buf = np.empty(k, dtype=np.int64)
     any_valid = False
-    bw, intra, overhead = c.bw[e], c.intra[e], c.overhead[e]
-    kstar_e, act_e, work_e, ming_e, mb_e = c.kstar[e], c.act[e], c.work[e], c.min_gpus[e], c.mb[e]
+    bw, intra, overhead = c.bandwidth_gbps[e], c.intra_gbps[e], c.stage_overhead_s[e]
+    kstar_e, act_e, work_e, ming_e, mb_e = c.k_target[e], c.activation_gbit[e], c.work_s[e], c.min_gpus[e], c.microbatches[e]
     for s in range(n):
         j = pend[s]
         kstar, act, min_gpus, work, mb = kstar_e[j], act_e[j], ming_e[j], work_e[j], mb_e[j]
@@ -202,8 +203,8 @@ def step_one(c, o, e, action, cost_weight, scale):
     Reward = -(increase of sum over jobs in the system of hours spent + cost_weight x dollars
     spent) / scale, so an episode's return is -(N avg JCT_h + cost_weight x total cost) / scale.
     """
-    area0 = c.area[e]
-    spent0 = c.spent[e]
+    area0 = c.job_seconds[e]
+    spent0 = c.spent_usd[e]
     w = o.win.shape[1]
     invalid = True
     if 0 <= action < w * NUM_RULES:
@@ -218,7 +219,7 @@ def step_one(c, o, e, action, cost_weight, scale):
     if invalid and o.wait_ok[e]:
         advance(c, e)
     refresh(c, o, e)
-    reward = -((c.area[e] - area0) / 3600.0 + cost_weight * (c.spent[e] - spent0)) / scale
+    reward = -((c.job_seconds[e] - area0) / SECONDS_PER_HOUR + cost_weight * (c.spent_usd[e] - spent0)) / scale
     return reward, invalid
 
 
@@ -226,13 +227,13 @@ def step_one(c, o, e, action, cost_weight, scale):
 def encode(c, o, e, out):
     """The observation vector of env e (layout in geo_gym/env.py). Reads env e's rows once:
     numba re-reads a struct field after every store into ``out``."""
-    cap, free, price, bw, resv = c.cap[e], c.free[e], c.price[e], c.bw[e], c.resv[e]
-    kstar, submit, pred_iters, done_iters = c.kstar[e], c.submit[e], c.pred_iters[e], c.done_iters[e]
+    cap, free, price, bw, resv = c.cap[e], c.free[e], c.price[e], c.bandwidth_gbps[e], c.reserved_gbps[e]
+    kstar, submit, pred_iters, done_iters = c.k_target[e], c.submit_s[e], c.pred_iters[e], c.done_iters[e]
     win, g_e, titer_e, alloc_e, feats = o.win[e], o.g[e], o.t_iter[e], o.alloc[e], o.feats[e]
     k = free.shape[0]
     w = win.shape[0]
     n_win = o.n_win[e]
-    t = c.t[e]
+    t = c.now_s[e]
     cap_total = 0
     free_total = 0
     max_cap = 1
@@ -246,15 +247,15 @@ def encode(c, o, e, out):
         for v in range(k):
             max_bw = max(max_bw, bw[r, v])
     # Metric Tracker: what is visible of the running jobs' progress (never the true end time)
-    n_run = c.n_run[e]
-    run = c.run[e]
+    n_run = c.n_running[e]
+    run = c.running[e]
     known = 0
     soonest = np.inf
     for i in range(n_run):
         j = run[i]
         ok, hours = tracked_remaining_h(
-            c.track_known[e, j], done_iters[j], t - c.att_start[e, j], c.t_iter[e, j],
-            c.full_iters[e, j], c.track_zf[e, j], c.track_zs[e, j],
+            c.tracker_sees[e, j], done_iters[j], t - c.attempt_start_s[e, j], c.t_iter_s[e, j],
+            c.full_iters[e, j], c.tracker_frac_noise[e, j], c.tracker_step_noise[e, j],
         )
         if ok:
             known += 1
@@ -264,10 +265,10 @@ def encode(c, o, e, out):
         repairing += c.repairing[e, r]
     out[0] = alpha_nb(resv, bw)
     out[1] = free_total / max(cap_total, 1)
-    out[2] = np.log1p(c.n_pend[e])
+    out[2] = np.log1p(c.n_pending[e])
     out[3] = np.log1p(n_run)
     out[4] = 1.0 if o.wait_ok[e] else 0.0
-    out[5] = np.log1p(c.n_dly[e])
+    out[5] = np.log1p(c.n_delayed[e])
     out[6] = np.log1p(soonest) if known > 0 else 0.0
     out[7] = known / n_run if n_run > 0 else 0.0
     out[8] = np.log1p(c.n_fail_total[e])
@@ -291,7 +292,7 @@ def encode(c, o, e, out):
             out[p + 2] = feats[s, CAND_D]
             out[p + 3] = feats[s, CAND_LOG_IDEAL]
             out[p + 4] = kstar[j] / MAX_STAGES_NORM
-            out[p + 5] = np.log1p((t - submit[j]) / 3600.0)
+            out[p + 5] = np.log1p((t - submit[j]) / SECONDS_PER_HOUR)
             out[p + 6] = np.log1p(c.n_fail[e, j])
             out[p + 7] = 1.0 if c.pred_hit[e, j] else 0.0
             out[p + 8] = c.min_gpus[e, j] / MAX_STAGES_NORM
@@ -308,7 +309,7 @@ def encode(c, o, e, out):
                 remaining = remaining_pred(pred_iters[j], done_iters[j])
                 out[p] = 1.0
                 out[p + 1] = g / kstar[j]
-                out[p + 2] = np.log1p(remaining * titer_e[s, r] / 3600.0)
+                out[p + 2] = np.log1p(remaining * titer_e[s, r] / SECONDS_PER_HOUR)
                 out[p + 3] = rate / (kstar[j] * max_price)
             else:
                 for q in range(NUM_OPTION):
@@ -370,15 +371,15 @@ def summary_values(c, e, out):
     first = np.inf
     last = -np.inf
     for j in range(n):
-        jct += c.end[e, j] - c.submit[e, j]
-        wait += c.start[e, j] - c.submit[e, j]
-        cost += c.cost[e, j]
-        first = min(first, c.submit[e, j])
-        last = max(last, c.end[e, j])
-    out[0] = jct / n / 3600.0
+        jct += c.end_s[e, j] - c.submit_s[e, j]
+        wait += c.start_s[e, j] - c.submit_s[e, j]
+        cost += c.cost_usd[e, j]
+        first = min(first, c.submit_s[e, j])
+        last = max(last, c.end_s[e, j])
+    out[0] = jct / n / SECONDS_PER_HOUR
     out[1] = cost
-    out[2] = (last - first) / 3600.0
-    out[3] = wait / n / 3600.0
+    out[2] = (last - first) / SECONDS_PER_HOUR
+    out[3] = wait / n / SECONDS_PER_HOUR
     out[4] = c.n_fail_total[e]
 
 

@@ -91,6 +91,7 @@ from geo_gym.loading import start_episode
 from geo_gym.placement import NUM_RULES, RULE_NAMES
 from geo_gym.scenarios import Scenario, scenario_factory
 from geo_gym.start_rule import StartRule
+from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.uncertainty import UncertaintyConfig
 from geo_gym.workload import label_columns
 
@@ -117,7 +118,7 @@ def episode_columns(core: sim.Core, e: int, jobs: list, region_names) -> dict[st
     region, infrastructure failures, iterations run (its fate), configured and predicted.
     Built column by column (a whole trace is 111k jobs); values are Python numbers."""
     n = len(jobs)
-    submit, start, end = core.submit[e, :n], core.start[e, :n], core.end[e, :n]
+    submit, start, end = core.submit_s[e, :n], core.start_s[e, :n], core.end_s[e, :n]
     # every job's path entries, flat in job then path order, and where each job's begin
     plen = core.plen[e, :n]
     on_path = np.arange(core.path.shape[2]) < plen[:, None]
@@ -128,12 +129,12 @@ def episode_columns(core: sim.Core, e: int, jobs: list, region_names) -> dict[st
     spans = list(zip(bounds[:-1], bounds[1:], strict=True))
     return {
         **label_columns(jobs),
-        "submit_h": (submit / 3600.0).tolist(),
-        "start_h": (start / 3600.0).tolist(),
-        "end_h": (end / 3600.0).tolist(),
-        "wait_h": ((start - submit) / 3600.0).tolist(),
-        "jct_h": ((end - submit) / 3600.0).tolist(),
-        "cost": core.cost[e, :n].tolist(),
+        "submit_h": (submit / SECONDS_PER_HOUR).tolist(),
+        "start_h": (start / SECONDS_PER_HOUR).tolist(),
+        "end_h": (end / SECONDS_PER_HOUR).tolist(),
+        "wait_h": ((start - submit) / SECONDS_PER_HOUR).tolist(),
+        "jct_h": ((end - submit) / SECONDS_PER_HOUR).tolist(),
+        "cost": core.cost_usd[e, :n].tolist(),
         "gpus": core.gpus[e, :n].tolist(),
         "path": [names[a:b] for a, b in spans],
         "gpus_per_region": [gpus[a:b] for a, b in spans],
@@ -233,7 +234,7 @@ class GeoPipeEnv(gym.Env):
         return scen
 
     def _info(self) -> dict[str, Any]:
-        return {"action_mask": self._mask.copy(), "time_h": float(self.core.t[0] / 3600.0)}
+        return {"action_mask": self._mask.copy(), "time_h": float(self.core.now_s[0] / SECONDS_PER_HOUR)}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -248,7 +249,7 @@ class GeoPipeEnv(gym.Env):
 
     def _check_deadlock(self) -> None:
         if self.opts.deadlock[0]:
-            stuck = [self.jobs[j].name for j in self.core.pend[0, : self.core.n_pend[0]]]
+            stuck = [self.jobs[j].name for j in self.core.pending[0, : self.core.n_pending[0]]]
             raise RuntimeError(
                 f"no rule can ever place pending jobs {stuck}: each needs at least the GPUs of its "
                 f"start rule ({self.start_rule}) free at once, and nothing more will free up"
@@ -258,7 +259,7 @@ class GeoPipeEnv(gym.Env):
         if self.current_scenario is None:
             raise RuntimeError("call reset() before step()")
         a = _action_index(action)
-        area0, spent0 = float(self.core.area[0]), float(self.core.spent[0])
+        area0, spent0 = float(self.core.job_seconds[0]), float(self.core.spent_usd[0])
         reward, invalid, terminated = decision.step_env(
             self.core, self.opts, 0, a, self.cost_weight, self._scale, self._obs, self._mask
         )
@@ -266,8 +267,8 @@ class GeoPipeEnv(gym.Env):
         self._check_deadlock()
         info = self._info()
         info["invalid_action"] = bool(invalid)
-        info["reward_jct"] = -(float(self.core.area[0]) - area0) / 3600.0 / self._scale
-        info["reward_cost"] = -self.cost_weight * (float(self.core.spent[0]) - spent0) / self._scale
+        info["reward_jct"] = -(float(self.core.job_seconds[0]) - area0) / SECONDS_PER_HOUR / self._scale
+        info["reward_cost"] = -self.cost_weight * (float(self.core.spent_usd[0]) - spent0) / self._scale
         if terminated:
             info.update(episode_summary(self.core, 0))
             info["reward_scale"] = self._scale

@@ -18,6 +18,7 @@ import numpy as np
 from geo_gym import sim
 from geo_gym.scenarios import Scenario
 from geo_gym.sim import FALLBACK_STORE_MEAN, FALLBACK_USER, PRED_RETRIEVAL, Core
+from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.uncertainty import UncertaintyConfig, draw_episode
 from geo_gym.uncertainty.draws import EpisodeDraws, neutral_draws
 from geo_gym.uncertainty.failures import repair_hours
@@ -78,7 +79,7 @@ def start_episode(
     core = sim.ensure(core, len(scen.jobs), **derived.sizes)
     jobs = _load(core, e, scen, rng, unc, derived, history)
     n = len(jobs)
-    scale = float((core.full_iters[e, :n] * core.tk[e, :n]).sum() / 3600.0)
+    scale = float((core.full_iters[e, :n] * core.t_iter_target_s[e, :n]).sum() / SECONDS_PER_HOUR)
     return core, jobs, scen, scale
 
 
@@ -179,10 +180,10 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
         raise ValueError(f"scenario has {n} jobs, more than max_jobs={sizes['J']}")
     core.cap[e] = cl.capacities
     core.price[e] = cl.prices
-    core.bw[e] = cl.bandwidth
-    core.intra[e] = cl.intra_region_gbps
+    core.bandwidth_gbps[e] = cl.bandwidth
+    core.intra_gbps[e] = cl.intra_region_gbps
     core.gpu_kw[e] = cl.gpu.power_kw
-    core.overhead[e] = scenario.stage_overhead
+    core.stage_overhead_s[e] = scenario.stage_overhead
     prof = profile_columns(
         jobs, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps, scenario.memory_model, scenario.start_rule
     )
@@ -205,10 +206,18 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
     pred_iters = _load_uncertainty(core, e, jobs, derived, drawn.pred_z, history, iters, full)
     fail_e = _plant_failures(core, e, jobs, planted, drawn.fail_e) if any_planted else drawn.fail_e
     sim.load_jobs(
-        core, e, spec["submit"], prof["work"], prof["mb"], full, iters, prof["act"],
-        prof["k_target"],  # what the rules aim at: K*, or the request when smaller
-        prof["b_ref"], prof["t1"], prof["tk"], min_gpus, pred_iters, fail_e,
-        drawn.repair_h, drawn.handler_u, drawn.track_known, drawn.track_zf, drawn.track_zs,
+        core, e,
+        sim.JobColumns(
+            submit_s=spec["submit"], work_s=prof["work"], microbatches=prof["mb"], full_iters=full,
+            iters=iters, activation_gbit=prof["act"], k_target=prof["k_target"],
+            b_target_gbps=prof["b_ref"], t_iter_1gpu_s=prof["t1"], t_iter_target_s=prof["tk"],
+            min_gpus=min_gpus, pred_iters=pred_iters,
+        ),
+        sim.DrawnColumns(
+            failure_draws=fail_e, repair_h=drawn.repair_h, handler_u=drawn.handler_u,
+            tracker_sees=drawn.track_known, tracker_frac_noise=drawn.track_zf,
+            tracker_step_noise=drawn.track_zs,
+        ),
     )
     return jobs
 
@@ -284,15 +293,15 @@ def _load_uncertainty(core, e, jobs, derived: _Derived, pred_z, history, iters, 
     sim.load_settings(core, e, *derived.settings)
     pred_iters = np.zeros(n)
     if derived.retrieval:
-        core.pred_mode[e] = PRED_RETRIEVAL
-        core.ret_k[e] = pred.k
-        core.ret_thr[e] = pred.threshold
-        core.ret_record_actual[e] = pred.record == "actual"
-        core.ret_fallback[e] = FALLBACK_USER if pred.fallback == "user-estimate" else FALLBACK_STORE_MEAN
+        core.predictor_mode[e] = PRED_RETRIEVAL
+        core.retrieval_k[e] = pred.k
+        core.retrieval_threshold[e] = pred.threshold
+        core.retrieval_records_actual[e] = pred.record == "actual"
+        core.retrieval_fallback[e] = FALLBACK_USER if pred.fallback == "user-estimate" else FALLBACK_STORE_MEAN
         d = pred.vectorizer.dim
         if n:
-            core.meta_vec[e, :n, :d] = _metadata_vectors(jobs, derived)
-            core.meta_vec[e, :n, d:] = 0.0  # a core sized for a wider vectoriser
+            core.metadata_vec[e, :n, :d] = _metadata_vectors(jobs, derived)
+            core.metadata_vec[e, :n, d:] = 0.0  # a core sized for a wider vectoriser
         for past in history or []:
             values = past.executed if pred.record == "actual" else past.configured
             core.n_store[e] = store_extend(
@@ -349,10 +358,10 @@ def _plant_failures(core, e, jobs, planted: np.ndarray, fail_e: np.ndarray) -> n
         return fail_e
     fail_e = fail_e.copy()
     a = fail_e.shape[1]
-    rate = float(core.fail_rate[e])
+    rate = float(core.failure_rate_per_gpu_h[e])
     if rate <= 0.0:
         rate = 1.0
-        core.fail_rate[e] = rate
+        core.failure_rate_per_gpu_h[e] = rate
         fail_e[:] = np.inf
     for i in np.flatnonzero(planted):
         job = jobs[i]

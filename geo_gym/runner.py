@@ -65,7 +65,7 @@ def simulate(
         )
         strict = bool(getattr(policy, "strict", False))
         if not sim.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, window or 0, strict):
-            stuck = [jobs[j].name for j in core.pend[0, : core.n_pend[0]]]
+            stuck = [jobs[j].name for j in core.pending[0, : core.n_pending[0]]]
             raise RuntimeError(f"policy {policy!r} cannot place jobs {stuck}")
         return _result(core, jobs, scen)
     if window is not None:

@@ -30,12 +30,15 @@ Job indices are the workload's jobs sorted by submit time (stable), see ``loadin
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 from numba import types
 from numba.experimental import structref
 
-from geo_gym import costmodel
+from geo_gym import costmodel, state
+from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.costmodel import alpha_nb, min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
 from geo_gym.placement import FEASIBLE, apply_rule, check_kernel
 from geo_gym.uncertainty.failures import checkpoint_rollback, time_to_failure
@@ -51,96 +54,7 @@ PRED_STATIC, PRED_RETRIEVAL = 0, 1
 MIN_PRED_ITERS = 1e-6
 FALLBACK_USER, FALLBACK_STORE_MEAN = 0, 1
 
-# name: (shape suffix, dtype) with K regions, J jobs, A attempts, S store rows, D vector dims,
-# P = J x A repair slots (each failure, at most one per attempt, starts one repair; a job can
-# fail again while the GPUs of its last failure are still being repaired)
-_STATIC = {
-    "cap": ("K", np.int64),
-    "price": ("K", np.float64),
-    "bw": ("KK", np.float64),
-    "intra": ("", np.float64),
-    "gpu_kw": ("", np.float64),
-    "overhead": ("", np.float64),
-    "n_jobs": ("", np.int64),
-    "submit": ("J", np.float64),
-    "work": ("J", np.float64),
-    "mb": ("J", np.int64),
-    "full_iters": ("J", np.float64),  # configured iterations: what the user asked for
-    "iters": ("J", np.float64),  # iterations the job actually runs (its fate, hidden)
-    "act": ("J", np.float64),
-    "kstar": ("J", np.int64),  # GPUs the rules aim at: K* (Eq. 13), or the request when smaller
-    "kstar_max": ("", np.int64),  # over the episode's jobs: sizes the t_comp scratch table
-    "min_gpus": ("J", np.int64),
-    "b_ref": ("J", np.float64),  # b_j at K*, the Eq. (10) sensitivity input
-    "t1": ("J", np.float64),  # t_iter on one GPU
-    "tk": ("J", np.float64),  # t_iter on K* GPUs in one region
-    # uncertainty
-    "pred_mode": ("", np.int64),
-    "ret_k": ("", np.int64),
-    "ret_thr": ("", np.float64),
-    "ret_record_actual": ("", np.bool_),
-    "ret_fallback": ("", np.int64),
-    "meta_vec": ("JD", np.float32),
-    "fail_rate": ("", np.float64),  # per GPU-hour
-    "ckpt_h": ("", np.float64),
-    "gpus_per_failure": ("", np.int64),
-    "handler_on": ("", np.bool_),
-    "tpr": ("", np.float64),
-    "fpr": ("", np.float64),
-    "diag_h": ("", np.float64),
-    "manual_h": ("", np.float64),
-    "fail_e": ("JA", np.float64),
-    "repair_h": ("JA", np.float64),
-    "handler_u": ("JA", np.float64),
-    "track_known": ("J", np.bool_),
-    "track_zf": ("J", np.float64),  # lognormal factors exp(sigma z), drawn once per job
-    "track_zs": ("J", np.float64),
-}
-_DYNAMIC = {
-    "t": ("", np.float64),
-    "free": ("K", np.int64),
-    "repairing": ("K", np.int64),
-    "resv": ("KK", np.float64),
-    "status": ("J", np.int8),
-    "next_arr": ("", np.int64),
-    "pend": ("J", np.int64),
-    "n_pend": ("", np.int64),
-    "run": ("J", np.int64),
-    "n_run": ("", np.int64),
-    "dly": ("J", np.int64),  # failed jobs waiting to re-enter the queue
-    "n_dly": ("", np.int64),
-    "ready": ("J", np.float64),
-    "rep_t": ("P", np.float64),  # repairs in progress: when, where, how many GPUs
-    "rep_r": ("P", np.int64),
-    "rep_n": ("P", np.int64),
-    "n_rep": ("", np.int64),
-    "n_done": ("", np.int64),
-    "pred_iters": ("J", np.float64),  # what schedulers are told (a prediction)
-    "pred_hit": ("J", np.bool_),  # the prediction came from similar finished jobs
-    "done_iters": ("J", np.float64),  # checkpointed progress
-    "attempt": ("J", np.int64),
-    "n_fail": ("J", np.int64),
-    "n_fail_total": ("", np.int64),
-    "start": ("J", np.float64),  # first start
-    "att_start": ("J", np.float64),  # start of the current attempt
-    "end": ("J", np.float64),  # completion of the current attempt if it does not fail
-    "t_fail": ("J", np.float64),  # failure of the current attempt (inf: none)
-    "t_iter": ("J", np.float64),
-    "path": ("JK", np.int64),
-    "plen": ("J", np.int64),
-    "alloc": ("JK", np.int64),
-    "gpus": ("J", np.int64),
-    "bj": ("J", np.float64),
-    "rate": ("J", np.float64),  # $/s while running
-    "cost": ("J", np.float64),
-    "area": ("", np.float64),  # integral of (jobs in system) dt: sum of JCT once all end
-    "spent": ("", np.float64),  # electricity spent so far, $
-    "store_vecs": ("DS", np.float32),  # one column per stored job (predictors.store_append)
-    "store_norms": ("S", np.float64),
-    "store_vals": ("S", np.float64),
-    "n_store": ("", np.int64),
-}
-FIELDS = tuple(_STATIC) + tuple(_DYNAMIC)
+FIELDS = state.NAMES
 
 
 @structref.register
@@ -152,7 +66,7 @@ class CoreType(types.StructRef):
 
 
 class Core(structref.StructRefProxy):
-    """The simulator state: one array per field of ``_STATIC``/``_DYNAMIC``, leading axis = env.
+    """The simulator state: one array per field of ``geo_gym.state``, leading axis = env.
 
     Compiled code receives it as a numba StructRef, i.e. one pointer. (With a namedtuple of
     the ~80 arrays, numba counted a reference to every array on each call of a compiled
@@ -190,17 +104,13 @@ def allocate(
     """Zeroed state for ``num_envs`` simulations of ``num_regions`` regions, ``max_jobs`` jobs,
     ``attempts`` pre-drawn failures per job and a retrieval store of ``store`` x ``dim``."""
     sizes = {"K": num_regions, "J": max_jobs, "A": attempts, "S": store, "D": dim, "P": max_jobs * attempts}
-    arrays = {}
-    for name, (suffix, dtype) in {**_STATIC, **_DYNAMIC}.items():
-        shape = (num_envs,) + tuple(sizes[x] for x in suffix)
-        arrays[name] = np.zeros(shape, dtype=dtype)
-    return _core(arrays)
+    return _core({f.name: np.zeros(state.shape_of(f, num_envs, sizes), dtype=f.dtype) for f in state.FIELDS})
 
 
 def _sizes(core: Core) -> dict[str, int]:
     return {
-        "J": core.submit.shape[1],
-        "A": core.fail_e.shape[2],
+        "J": core.submit_s.shape[1],
+        "A": core.failure_draws.shape[2],
         "S": core.store_vals.shape[1],
         "D": core.store_vecs.shape[1],
     }
@@ -224,35 +134,35 @@ def ensure(core: Core, max_jobs: int = 0, attempts: int = 0, store: int = 0, dim
 @_jit
 def reset(c, e):
     """Empty cluster at t = 0; jobs submitted at 0 are queued."""
-    c.t[e] = 0.0
+    c.now_s[e] = 0.0
     c.free[e] = c.cap[e]
     c.repairing[e] = 0
-    c.resv[e] = 0.0
+    c.reserved_gbps[e] = 0.0
     c.status[e] = PENDING_FUTURE
-    c.next_arr[e] = 0
-    c.n_pend[e] = 0
-    c.n_run[e] = 0
-    c.n_dly[e] = 0
-    c.n_rep[e] = 0
+    c.next_arrival[e] = 0
+    c.n_pending[e] = 0
+    c.n_running[e] = 0
+    c.n_delayed[e] = 0
+    c.n_repairs[e] = 0
     c.n_done[e] = 0
     c.done_iters[e] = 0.0
     c.attempt[e] = 0
     c.n_fail[e] = 0
     c.n_fail_total[e] = 0
-    c.start[e] = np.nan
-    c.att_start[e] = np.nan
-    c.end[e] = np.nan
-    c.t_fail[e] = np.inf
-    c.t_iter[e] = 0.0
+    c.start_s[e] = np.nan
+    c.attempt_start_s[e] = np.nan
+    c.end_s[e] = np.nan
+    c.fail_s[e] = np.inf
+    c.t_iter_s[e] = 0.0
     c.path[e] = -1
     c.plen[e] = 0
     c.alloc[e] = 0
     c.gpus[e] = 0
-    c.bj[e] = 0.0
-    c.rate[e] = 0.0
-    c.cost[e] = 0.0
-    c.area[e] = 0.0
-    c.spent[e] = 0.0
+    c.b_gbps[e] = 0.0
+    c.cost_per_s[e] = 0.0
+    c.cost_usd[e] = 0.0
+    c.job_seconds[e] = 0.0
+    c.spent_usd[e] = 0.0
     _arrivals(c, e)
 
 
@@ -268,35 +178,62 @@ def _put(dst, src, empty):
                 dst[j, a] = src[j, a] if j < src.shape[0] and a < src.shape[1] else empty
 
 
+class JobColumns(NamedTuple):
+    """An episode's jobs as the core's per-job columns (length n, in submit order); each
+    field is the ``geo_gym.state`` field of the same name. ``loading`` computes them."""
+
+    submit_s: np.ndarray
+    work_s: np.ndarray
+    microbatches: np.ndarray
+    full_iters: np.ndarray
+    iters: np.ndarray
+    activation_gbit: np.ndarray
+    k_target: np.ndarray
+    b_target_gbps: np.ndarray
+    t_iter_1gpu_s: np.ndarray
+    t_iter_target_s: np.ndarray
+    min_gpus: np.ndarray
+    pred_iters: np.ndarray
+
+
+class DrawnColumns(NamedTuple):
+    """An episode's uncertainty draws as the core's columns (``geo_gym.state`` fields of the
+    same name; the per-attempt ones (n, attempts))."""
+
+    failure_draws: np.ndarray
+    repair_h: np.ndarray
+    handler_u: np.ndarray
+    tracker_sees: np.ndarray
+    tracker_frac_noise: np.ndarray
+    tracker_step_noise: np.ndarray
+
+
 @_jit
-def load_jobs(
-    c, e, submit, work, mb, full_iters, iters, act, kstar, b_ref, t1, tk, min_gpus,
-    pred_iters, fail_e, repair_h, handler_u, track_known, track_zf, track_zs,
-):
-    """Write env e's n jobs (in submit order; the arguments are length-n columns, the per-attempt
-    ones (n, attempts)) and their drawn uncertainty, clear the rows beyond n, and ``reset``.
-    One compiled call: ``loading.load`` computes the columns, this writes them."""
-    n = submit.shape[0]
+def load_jobs(c, e, jobs, drawn):
+    """Write env e's n jobs (``JobColumns``) and their drawn uncertainty (``DrawnColumns``),
+    clear the rows beyond n, and ``reset``. One compiled call: ``loading.load`` computes the
+    columns, this writes them."""
+    n = jobs.submit_s.shape[0]
     c.n_jobs[e] = n
-    _put(c.submit[e], submit, 0.0)
-    _put(c.work[e], work, 0.0)
-    _put(c.mb[e], mb, 0)
-    _put(c.full_iters[e], full_iters, 0.0)
-    _put(c.iters[e], iters, 0.0)
-    _put(c.act[e], act, 0.0)
-    _put(c.kstar[e], kstar, 0)
-    _put(c.b_ref[e], b_ref, 0.0)
-    _put(c.t1[e], t1, 0.0)
-    _put(c.tk[e], tk, 0.0)
-    _put(c.min_gpus[e], min_gpus, 1)
-    _put(c.pred_iters[e], pred_iters, 0.0)
-    _put(c.track_known[e], track_known, False)
-    _put(c.track_zf[e], track_zf, 1.0)
-    _put(c.track_zs[e], track_zs, 1.0)
-    _put(c.fail_e[e], fail_e, np.inf)
-    _put(c.repair_h[e], repair_h, 0.0)
-    _put(c.handler_u[e], handler_u, 1.0)
-    c.kstar_max[e] = max(1, kstar.max()) if n else 1
+    _put(c.submit_s[e], jobs.submit_s, 0.0)
+    _put(c.work_s[e], jobs.work_s, 0.0)
+    _put(c.microbatches[e], jobs.microbatches, 0)
+    _put(c.full_iters[e], jobs.full_iters, 0.0)
+    _put(c.iters[e], jobs.iters, 0.0)
+    _put(c.activation_gbit[e], jobs.activation_gbit, 0.0)
+    _put(c.k_target[e], jobs.k_target, 0)
+    _put(c.b_target_gbps[e], jobs.b_target_gbps, 0.0)
+    _put(c.t_iter_1gpu_s[e], jobs.t_iter_1gpu_s, 0.0)
+    _put(c.t_iter_target_s[e], jobs.t_iter_target_s, 0.0)
+    _put(c.min_gpus[e], jobs.min_gpus, 1)
+    _put(c.pred_iters[e], jobs.pred_iters, 0.0)
+    _put(c.tracker_sees[e], drawn.tracker_sees, False)
+    _put(c.tracker_frac_noise[e], drawn.tracker_frac_noise, 1.0)
+    _put(c.tracker_step_noise[e], drawn.tracker_step_noise, 1.0)
+    _put(c.failure_draws[e], drawn.failure_draws, np.inf)
+    _put(c.repair_h[e], drawn.repair_h, 0.0)
+    _put(c.handler_u[e], drawn.handler_u, 1.0)
+    c.k_target_max[e] = max(1, jobs.k_target.max()) if n else 1
     reset(c, e)
 
 
@@ -306,15 +243,15 @@ def load_settings(c, e, fail_rate, ckpt_h, gpus_per_failure, handler_on, tpr, fp
     static mode with an empty retrieval store (``loading`` sets retrieval up after this).
     The store's rows are left as they are: only the first ``n_store`` are ever read, and
     clearing a store of thousands of rows took longer than the rest of a load."""
-    c.fail_rate[e] = fail_rate
-    c.ckpt_h[e] = ckpt_h
+    c.failure_rate_per_gpu_h[e] = fail_rate
+    c.checkpoint_h[e] = ckpt_h
     c.gpus_per_failure[e] = gpus_per_failure
     c.handler_on[e] = handler_on
-    c.tpr[e] = tpr
-    c.fpr[e] = fpr
-    c.diag_h[e] = diag_h
+    c.handler_tpr[e] = tpr
+    c.handler_fpr[e] = fpr
+    c.diagnosis_h[e] = diag_h
     c.manual_h[e] = manual_h
-    c.pred_mode[e] = PRED_STATIC
+    c.predictor_mode[e] = PRED_STATIC
     c.pred_hit[e] = False
     c.n_store[e] = 0
 
@@ -323,11 +260,11 @@ def load_settings(c, e, fail_rate, ckpt_h, gpus_per_failure, handler_on, tpr, fp
 def _predict_on_submit(c, e, j):
     """Retrieval predictions are made when a job is submitted, from the jobs finished by then
     (SchedMate 3.1); with no similar job the fallback estimator answers."""
-    if c.pred_mode[e] != PRED_RETRIEVAL:
+    if c.predictor_mode[e] != PRED_RETRIEVAL:
         return
     est, m = retrieval_estimate(
-        c.meta_vec[e, j], c.store_vecs[e], c.store_norms[e], c.store_vals[e], c.n_store[e], c.ret_k[e],
-        c.ret_thr[e],
+        c.metadata_vec[e, j], c.store_vecs[e], c.store_norms[e], c.store_vals[e], c.n_store[e], c.retrieval_k[e],
+        c.retrieval_threshold[e],
     )
     if m > 0:
         c.pred_iters[e, j] = max(est, MIN_PRED_ITERS)
@@ -335,7 +272,7 @@ def _predict_on_submit(c, e, j):
         return
     c.pred_hit[e, j] = False
     n_valid = min(c.n_store[e], c.store_vals.shape[1])
-    if c.ret_fallback[e] == FALLBACK_STORE_MEAN and n_valid > 0:
+    if c.retrieval_fallback[e] == FALLBACK_STORE_MEAN and n_valid > 0:
         c.pred_iters[e, j] = max(c.store_vals[e, :n_valid].mean(), MIN_PRED_ITERS)
     else:
         c.pred_iters[e, j] = c.full_iters[e, j]
@@ -344,27 +281,27 @@ def _predict_on_submit(c, e, j):
 @_jit
 def _enqueue(c, e, j):
     """Put j in the queue at its submit-order position (re-queued jobs keep their place)."""
-    n = c.n_pend[e]
-    pend = c.pend[e]
+    n = c.n_pending[e]
+    pend = c.pending[e]
     i = n
     while i > 0 and pend[i - 1] > j:
         pend[i] = pend[i - 1]
         i -= 1
     pend[i] = j
-    c.n_pend[e] = n + 1
+    c.n_pending[e] = n + 1
     c.status[e, j] = PENDING
 
 
 @_jit
 def _arrivals(c, e):
     n = c.n_jobs[e]
-    while c.next_arr[e] < n and c.submit[e, c.next_arr[e]] <= c.t[e]:
-        j = c.next_arr[e]
+    while c.next_arrival[e] < n and c.submit_s[e, c.next_arrival[e]] <= c.now_s[e]:
+        j = c.next_arrival[e]
         _predict_on_submit(c, e, j)
         c.status[e, j] = PENDING
-        c.pend[e, c.n_pend[e]] = j  # arrivals come in index order: append
-        c.n_pend[e] += 1
-        c.next_arr[e] += 1
+        c.pending[e, c.n_pending[e]] = j  # arrivals come in index order: append
+        c.n_pending[e] += 1
+        c.next_arrival[e] += 1
 
 
 @_jit
@@ -372,18 +309,18 @@ def next_event_time(c, e):
     """The next arrival, completion, failure, repair or re-queue; inf when nothing more will
     happen by itself."""
     t_next = np.inf
-    if c.next_arr[e] < c.n_jobs[e]:
-        t_next = c.submit[e, c.next_arr[e]]
+    if c.next_arrival[e] < c.n_jobs[e]:
+        t_next = c.submit_s[e, c.next_arrival[e]]
     # Loops read row views: a field of the Core is re-read after every store otherwise.
-    run, end, t_fail = c.run[e], c.end[e], c.t_fail[e]
-    for i in range(c.n_run[e]):
+    run, end, t_fail = c.running[e], c.end_s[e], c.fail_s[e]
+    for i in range(c.n_running[e]):
         j = run[i]
         t_next = min(t_next, end[j], t_fail[j])
-    rep_t = c.rep_t[e]
-    for i in range(c.n_rep[e]):
+    rep_t = c.repair_end_s[e]
+    for i in range(c.n_repairs[e]):
         t_next = min(t_next, rep_t[i])
-    dly, ready = c.dly[e], c.ready[e]
-    for i in range(c.n_dly[e]):
+    dly, ready = c.delayed[e], c.requeue_s[e]
+    for i in range(c.n_delayed[e]):
         t_next = min(t_next, ready[dly[i]])
     return t_next
 
@@ -408,53 +345,53 @@ def _release(free, resv, alloc, path, plen, bj):
 
 @_jit
 def _complete(c, e, j):
-    _release(c.free[e], c.resv[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.bj[e, j])
+    _release(c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.b_gbps[e, j])
     c.status[e, j] = DONE
-    c.cost[e, j] += c.rate[e, j] * (c.end[e, j] - c.att_start[e, j])
+    c.cost_usd[e, j] += c.cost_per_s[e, j] * (c.end_s[e, j] - c.attempt_start_s[e, j])
     c.n_done[e] += 1
-    if c.pred_mode[e] == PRED_RETRIEVAL:
-        value = c.iters[e, j] if c.ret_record_actual[e] else c.full_iters[e, j]
+    if c.predictor_mode[e] == PRED_RETRIEVAL:
+        value = c.iters[e, j] if c.retrieval_records_actual[e] else c.full_iters[e, j]
         c.n_store[e] = store_append(
-            c.store_vecs[e], c.store_norms[e], c.store_vals[e], c.n_store[e], c.meta_vec[e, j], value
+            c.store_vecs[e], c.store_norms[e], c.store_vals[e], c.n_store[e], c.metadata_vec[e, j], value
         )
 
 
 @_jit
 def _fail(c, e, j):
     """An infrastructure failure of j's current attempt at time t (see the module docstring)."""
-    t = c.t[e]
-    elapsed_h = (t - c.att_start[e, j]) / 3600.0
-    kept_h = checkpoint_rollback(elapsed_h, c.ckpt_h[e])
-    c.done_iters[e, j] = min(c.iters[e, j], c.done_iters[e, j] + kept_h * 3600.0 / c.t_iter[e, j])
-    c.cost[e, j] += c.rate[e, j] * (t - c.att_start[e, j])  # the lost work's electricity too
+    t = c.now_s[e]
+    elapsed_h = (t - c.attempt_start_s[e, j]) / SECONDS_PER_HOUR
+    kept_h = checkpoint_rollback(elapsed_h, c.checkpoint_h[e])
+    c.done_iters[e, j] = min(c.iters[e, j], c.done_iters[e, j] + kept_h * SECONDS_PER_HOUR / c.t_iter_s[e, j])
+    c.cost_usd[e, j] += c.cost_per_s[e, j] * (t - c.attempt_start_s[e, j])  # the lost work's electricity too
     r = c.path[e, j, 0]
     broken = min(c.gpus_per_failure[e], c.alloc[e, j, r])
-    _release(c.free[e], c.resv[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.bj[e, j])
+    _release(c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.b_gbps[e, j])
     a = c.attempt[e, j] - 1
     if broken > 0:
-        if c.n_rep[e] == c.rep_t.shape[1]:
+        if c.n_repairs[e] == c.repair_end_s.shape[1]:
             raise RuntimeError("more repairs in progress than pre-drawn failures: a core bug")
-        i = c.n_rep[e]
-        c.rep_t[e, i] = t + c.repair_h[e, j, a] * 3600.0
-        c.rep_r[e, i] = r
-        c.rep_n[e, i] = broken
-        c.n_rep[e] += 1
+        i = c.n_repairs[e]
+        c.repair_end_s[e, i] = t + c.repair_h[e, j, a] * SECONDS_PER_HOUR
+        c.repair_region[e, i] = r
+        c.repair_gpus[e, i] = broken
+        c.n_repairs[e] += 1
         c.free[e, r] -= broken
         c.repairing[e, r] += broken
     _, delay_h = handle_failure(
-        True, c.handler_u[e, j, a], c.handler_on[e], c.tpr[e], c.fpr[e], c.diag_h[e], c.manual_h[e]
+        True, c.handler_u[e, j, a], c.handler_on[e], c.handler_tpr[e], c.handler_fpr[e], c.diagnosis_h[e], c.manual_h[e]
     )
     c.status[e, j] = DELAYED
-    c.ready[e, j] = t + delay_h * 3600.0
-    c.dly[e, c.n_dly[e]] = j
-    c.n_dly[e] += 1
+    c.requeue_s[e, j] = t + delay_h * SECONDS_PER_HOUR
+    c.delayed[e, c.n_delayed[e]] = j
+    c.n_delayed[e] += 1
     c.n_fail[e, j] += 1
     c.n_fail_total[e] += 1
     c.alloc[e, j] = 0
     c.gpus[e, j] = 0
-    c.bj[e, j] = 0.0
+    c.b_gbps[e, j] = 0.0
     c.plen[e, j] = 0
-    c.t_fail[e, j] = np.inf
+    c.fail_s[e, j] = np.inf
 
 
 @_jit
@@ -464,15 +401,15 @@ def advance(c, e):
     t_next = next_event_time(c, e)
     if t_next == np.inf:
         return False
-    dt = t_next - c.t[e]
-    c.area[e] += (c.n_pend[e] + c.n_run[e] + c.n_dly[e]) * dt
-    run, rate, end, t_fail = c.run[e], c.rate[e], c.end[e], c.t_fail[e]
-    n_run = c.n_run[e]
-    spent = c.spent[e]
+    dt = t_next - c.now_s[e]
+    c.job_seconds[e] += (c.n_pending[e] + c.n_running[e] + c.n_delayed[e]) * dt
+    run, rate, end, t_fail = c.running[e], c.cost_per_s[e], c.end_s[e], c.fail_s[e]
+    n_run = c.n_running[e]
+    spent = c.spent_usd[e]
     for i in range(n_run):
         spent += rate[run[i]] * dt
-    c.spent[e] = spent
-    c.t[e] = t_next
+    c.spent_usd[e] = spent
+    c.now_s[e] = t_next
     i = 0
     while i < n_run:
         j = run[i]
@@ -487,27 +424,27 @@ def advance(c, e):
             run[i] = run[n_run]  # order of the running set is irrelevant
         else:
             i += 1
-    c.n_run[e] = n_run
+    c.n_running[e] = n_run
     i = 0
-    while i < c.n_rep[e]:
-        if c.rep_t[e, i] <= t_next:
-            r = c.rep_r[e, i]
-            c.free[e, r] += c.rep_n[e, i]
-            c.repairing[e, r] -= c.rep_n[e, i]
-            last = c.n_rep[e] - 1
-            c.rep_t[e, i] = c.rep_t[e, last]
-            c.rep_r[e, i] = c.rep_r[e, last]
-            c.rep_n[e, i] = c.rep_n[e, last]
-            c.n_rep[e] = last
+    while i < c.n_repairs[e]:
+        if c.repair_end_s[e, i] <= t_next:
+            r = c.repair_region[e, i]
+            c.free[e, r] += c.repair_gpus[e, i]
+            c.repairing[e, r] -= c.repair_gpus[e, i]
+            last = c.n_repairs[e] - 1
+            c.repair_end_s[e, i] = c.repair_end_s[e, last]
+            c.repair_region[e, i] = c.repair_region[e, last]
+            c.repair_gpus[e, i] = c.repair_gpus[e, last]
+            c.n_repairs[e] = last
         else:
             i += 1
     i = 0
-    while i < c.n_dly[e]:
-        j = c.dly[e, i]
-        if c.ready[e, j] <= t_next:
+    while i < c.n_delayed[e]:
+        j = c.delayed[e, i]
+        if c.requeue_s[e, j] <= t_next:
             _enqueue(c, e, j)
-            c.n_dly[e] -= 1
-            c.dly[e, i] = c.dly[e, c.n_dly[e]]
+            c.n_delayed[e] -= 1
+            c.delayed[e, i] = c.delayed[e, c.n_delayed[e]]
         else:
             i += 1
     _arrivals(c, e)
@@ -569,13 +506,13 @@ def place(c, e, j, path, plen, alloc):
         g += alloc[r]
     if g < c.min_gpus[e, j] or g < 1:
         return -1
-    tc = t_comp_nb(c.work[e, j], g, c.overhead[e])
-    b = min_bandwidth_nb(c.act[e, j], tc)
-    code = check_kernel(c.free[e], c.resv[e], c.bw[e], path, plen, alloc, b)
+    tc = t_comp_nb(c.work_s[e, j], g, c.stage_overhead_s[e])
+    b = min_bandwidth_nb(c.activation_gbit[e, j], tc)
+    code = check_kernel(c.free[e], c.reserved_gbps[e], c.bandwidth_gbps[e], path, plen, alloc, b)
     if code != FEASIBLE:
         return code
     t_iter = pipeline_iteration_time_nb(
-        path, plen, alloc, c.bw[e], c.intra[e], c.act[e, j], c.work[e, j], c.overhead[e], c.mb[e, j]
+        path, plen, alloc, c.bandwidth_gbps[e], c.intra_gbps[e], c.activation_gbit[e, j], c.work_s[e, j], c.stage_overhead_s[e], c.microbatches[e, j]
     )
     rate = 0.0
     for r in range(k):
@@ -586,35 +523,35 @@ def place(c, e, j, path, plen, alloc):
     for i in range(plen):
         c.path[e, j, i] = path[i]
     for i in range(plen - 1):
-        c.resv[e, path[i], path[i + 1]] += b
-        c.resv[e, path[i + 1], path[i]] += b
+        c.reserved_gbps[e, path[i], path[i + 1]] += b
+        c.reserved_gbps[e, path[i + 1], path[i]] += b
     c.plen[e, j] = plen
     c.gpus[e, j] = g
-    c.bj[e, j] = b
-    c.rate[e, j] = rate * c.gpu_kw[e] / 3600.0  # $/kWh x kW -> $/h -> $/s
-    t = c.t[e]
+    c.b_gbps[e, j] = b
+    c.cost_per_s[e, j] = rate * c.gpu_kw[e] / SECONDS_PER_HOUR  # $/kWh x kW -> $/h -> $/s
+    t = c.now_s[e]
     if c.attempt[e, j] == 0:
-        c.start[e, j] = t
-    c.att_start[e, j] = t
-    c.t_iter[e, j] = t_iter
-    c.end[e, j] = t + (c.iters[e, j] - c.done_iters[e, j]) * t_iter
+        c.start_s[e, j] = t
+    c.attempt_start_s[e, j] = t
+    c.t_iter_s[e, j] = t_iter
+    c.end_s[e, j] = t + (c.iters[e, j] - c.done_iters[e, j]) * t_iter
     a = c.attempt[e, j]
-    c.t_fail[e, j] = np.inf
-    if a < c.fail_e.shape[2] and c.fail_rate[e] > 0:
-        c.t_fail[e, j] = t + time_to_failure(c.fail_e[e, j, a], c.fail_rate[e], g) * 3600.0
+    c.fail_s[e, j] = np.inf
+    if a < c.failure_draws.shape[2] and c.failure_rate_per_gpu_h[e] > 0:
+        c.fail_s[e, j] = t + time_to_failure(c.failure_draws[e, j, a], c.failure_rate_per_gpu_h[e], g) * SECONDS_PER_HOUR
     c.attempt[e, j] = a + 1
     c.status[e, j] = RUNNING
-    c.run[e, c.n_run[e]] = j
-    c.n_run[e] += 1
+    c.running[e, c.n_running[e]] = j
+    c.n_running[e] += 1
     # leave the queue, keeping submit order
-    n = c.n_pend[e]
-    pend = c.pend[e]
+    n = c.n_pending[e]
+    pend = c.pending[e]
     i = 0
     while pend[i] != j:
         i += 1
     for m in range(i, n - 1):
         pend[m] = pend[m + 1]
-    c.n_pend[e] = n - 1
+    c.n_pending[e] = n - 1
     return FEASIBLE
 
 
@@ -635,7 +572,7 @@ def tracked_remaining_h(known, done_iters, elapsed, t_iter, full_iters, zf, zs):
         return False, np.nan
     progress = done_iters + elapsed / t_iter
     frac = min(max(progress / full_iters * zf, 0.0), 1.0)
-    return True, (1.0 - frac) * full_iters * t_iter * zs / 3600.0
+    return True, (1.0 - frac) * full_iters * t_iter * zs / SECONDS_PER_HOUR
 
 
 # ------------------------------------------------------------------ decisions shared by all paths
@@ -671,7 +608,7 @@ def _job_features(pred_iters, done_iters, t1, tk, b_ref, e1_max, b_max):
     rem = remaining_pred(pred_iters, done_iters)
     f_i = np.float32(rem * t1 / e1_max if e1_max > 0 else 0.0)
     f_d = np.float32(b_ref / b_max if b_max > 0 else 0.0)
-    f_log = np.float32(np.log1p(rem * tk / 3600.0))
+    f_log = np.float32(np.log1p(rem * tk / SECONDS_PER_HOUR))
     return f_i, f_d, f_log
 
 
@@ -680,7 +617,7 @@ def candidate_features(c, e, n, out):
     """Features of the first n pending jobs, as float32 (exactly what the observation holds):
     I_j (Eq. 9) and D_j (Eq. 10) normalised over these candidates, log1p(predicted E_j(K*) h),
     all on *predicted remaining* work (``remaining_pred``), never the truth."""
-    pend, pred, done_it, t1, tk, b_ref = c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e]
+    pend, pred, done_it, t1, tk, b_ref = c.pending[e], c.pred_iters[e], c.done_iters[e], c.t_iter_1gpu_s[e], c.t_iter_target_s[e], c.b_target_gbps[e]
     e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
     for i in range(n):
         j = pend[i]
@@ -719,7 +656,7 @@ def _order_keys(c, e, n, order, alpha32, keys):
     ``order_candidates`` computes from ``candidate_features`` (the same ``_job_features``),
     without writing the feature table."""
     a = np.float64(alpha32)
-    pend, pred, done_it, t1, tk, b_ref = c.pend[e], c.pred_iters[e], c.done_iters[e], c.t1[e], c.tk[e], c.b_ref[e]
+    pend, pred, done_it, t1, tk, b_ref = c.pending[e], c.pred_iters[e], c.done_iters[e], c.t_iter_1gpu_s[e], c.t_iter_target_s[e], c.b_target_gbps[e]
     e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
     for i in range(n):
         j = pend[i]
@@ -741,9 +678,9 @@ def _before(x, y):
 @_jit
 def _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
     """Place pending job j with ``rule`` if the rule finds a placement; True when started."""
-    fill_tc(c.work[e, j], c.kstar[e, j], c.overhead[e], tc)
+    fill_tc(c.work_s[e, j], c.k_target[e, j], c.stage_overhead_s[e], tc)
     g, plen = job_placement(
-        c.free[e], c.price[e], eff, c.kstar[e, j], c.act[e, j], c.min_gpus[e, j], rule, tc, ws,
+        c.free[e], c.price[e], eff, c.k_target[e, j], c.activation_gbit[e, j], c.min_gpus[e, j], rule, tc, ws,
         out_path, out_alloc,
     )
     return g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE
@@ -757,7 +694,7 @@ def _decide(c, e, order, rule, window, strict, keys, tried, eff, tc, ws, out_pat
     orders pick the best remaining candidate by an O(n) scan (ties: queue order, as the stable
     sort) and sort only after SELECT_BEFORE_SORT candidates could not be placed. ``strict``:
     only the first job in the order may start (no backfilling)."""
-    n = c.n_pend[e] if window <= 0 else min(window, c.n_pend[e])
+    n = c.n_pending[e] if window <= 0 else min(window, c.n_pending[e])
     if n == 0:
         return -1
     total_free = 0
@@ -765,8 +702,8 @@ def _decide(c, e, order, rule, window, strict, keys, tried, eff, tc, ws, out_pat
         total_free += c.free[e, r]
     if total_free <= 0:
         return -1
-    residual_bandwidth(c.bw[e], c.resv[e], eff)
-    pend = c.pend[e]
+    residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], eff)
+    pend = c.pending[e]
     if order == ORDER_FCFS:
         # Placing j shifts the queue, but we return at once; a failed try changes nothing.
         for i in range(1 if strict else n):
@@ -774,7 +711,7 @@ def _decide(c, e, order, rule, window, strict, keys, tried, eff, tc, ws, out_pat
             if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
                 return j
         return -1
-    _order_keys(c, e, n, order, np.float32(alpha_nb(c.resv[e], c.bw[e])), keys)
+    _order_keys(c, e, n, order, np.float32(alpha_nb(c.reserved_gbps[e], c.bandwidth_gbps[e])), keys)
     tried[:n] = False
     for _ in range(1 if strict else min(n, SELECT_BEFORE_SORT)):
         best = -1
@@ -805,8 +742,8 @@ def decide(c, e, order, rule, window, strict=False):
     job in the order. Returns the started job index or -1 (its placement is then the job's row
     of ``c.path`` / ``c.alloc``)."""
     k = c.free.shape[1]
-    n_max = c.submit.shape[1]
-    tc, ws = scratch(c.kstar_max[e], k)
+    n_max = c.submit_s.shape[1]
+    tc, ws = scratch(c.k_target_max[e], k)
     return _decide(
         c, e, order, rule, window, strict, np.empty(n_max), np.empty(n_max, dtype=np.bool_), np.empty((k, k)),
         tc, ws, np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64),
@@ -820,13 +757,13 @@ def run_fixed_policy(c, e, order, rule, window, strict=False):
     the workload deadlocks (a job that no rule can ever place). Work space is allocated once
     (one allocation instead of one per decision on a 100k-job trace)."""
     k = c.free.shape[1]
-    n_max = c.submit.shape[1]
+    n_max = c.submit_s.shape[1]
     keys = np.empty(n_max)
     tried = np.empty(n_max, dtype=np.bool_)
     eff = np.empty((k, k))
     out_path = np.empty(k, dtype=np.int64)
     out_alloc = np.empty(k, dtype=np.int64)
-    tc, ws = scratch(c.kstar_max[e], c.free.shape[1])
+    tc, ws = scratch(c.k_target_max[e], c.free.shape[1])
     while not done(c, e):
         if _decide(c, e, order, rule, window, strict, keys, tried, eff, tc, ws, out_path, out_alloc) < 0:
             if not advance(c, e):

@@ -31,6 +31,7 @@ from gymnasium.vector.utils import batch_space
 from geo_gym import decision, sim
 from geo_gym.env import GeoPipeEnv
 from geo_gym.loading import required_sizes, start_episode
+from geo_gym.state import SECONDS_PER_HOUR
 
 SUMMARY_KEYS = decision.SUMMARY_KEYS
 
@@ -103,7 +104,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
 
     def _check_deadlock(self, e: int) -> None:
         if self.opts.deadlock[e]:
-            stuck = [self.jobs[e][j].name for j in self.core.pend[e, : self.core.n_pend[e]]]
+            stuck = [self.jobs[e][j].name for j in self.core.pending[e, : self.core.n_pending[e]]]
             raise RuntimeError(f"env {e}: no rule can ever place pending jobs {stuck}")
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
@@ -114,13 +115,13 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             self._rngs = [seeding.np_random(s)[0] for s in seeds]
         for e in range(self.num_envs):
             self._load(e)
-        return self._obs.copy(), {"action_mask": self._masks.copy(), "time_h": self.core.t / 3600.0}
+        return self._obs.copy(), {"action_mask": self._masks.copy(), "time_h": self.core.now_s / SECONDS_PER_HOUR}
 
     def step(self, actions):
         if self.scenarios[0] is None:
             raise RuntimeError("call reset() before step()")
         actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
-        area0, spent0 = self.core.area.copy(), self.core.spent.copy()
+        area0, spent0 = self.core.job_seconds.copy(), self.core.spent_usd.copy()
         self._step_batch(
             self.core,
             self.opts,
@@ -137,8 +138,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             self._check_deadlock(int(e))
         infos: dict[str, Any] = {
             "invalid_action": self._invalid.copy(),
-            "reward_jct": -(self.core.area - area0) / 3600.0 / self._scale,
-            "reward_cost": -self.cost_weight * (self.core.spent - spent0) / self._scale,
+            "reward_jct": -(self.core.job_seconds - area0) / SECONDS_PER_HOUR / self._scale,
+            "reward_cost": -self.cost_weight * (self.core.spent_usd - spent0) / self._scale,
         }
         done_envs = np.flatnonzero(self._terminated)
         if done_envs.size:
@@ -156,7 +157,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             summary.update({f"_{key}": mask for key in summary})
             infos.update(final_obs=final_obs, _final_obs=mask, final_info=summary, _final_info=mask)
         infos["action_mask"] = self._masks.copy()
-        infos["time_h"] = self.core.t / 3600.0
+        infos["time_h"] = self.core.now_s / SECONDS_PER_HOUR
         return (
             self._obs.copy(),
             self._rewards.copy(),

@@ -120,7 +120,7 @@ def test_core_enforces_eq5_eq6_whoever_proposes():
     env = GeoPipeEnv("paper-fig1", window=2)
     env.reset(seed=0)
     c = env.core
-    j = int(c.pend[0, 0])
+    j = int(c.pending[0, 0])
     k = c.free.shape[1]
     too_many = np.zeros(k, np.int64)
     too_many[0] = 5  # region A has 4 GPUs
@@ -128,10 +128,10 @@ def test_core_enforces_eq5_eq6_whoever_proposes():
     # Qwen2.5-14B over the 200 Mbps B-D link: b_j > 0.2 Gbps
     alloc = np.array([0, 3, 0, 1])
     assert sim.place(c, 0, j, np.array([1, 3, -1, -1]), 2, alloc) == VIOLATES_BANDWIDTH
-    assert c.n_run[0] == 0 and c.free[0].tolist() == [4, 3, 2, 2]
+    assert c.n_running[0] == 0 and c.free[0].tolist() == [4, 3, 2, 2]
     ok = np.array([4, 0, 2, 0])
     assert sim.place(c, 0, j, np.array([0, 2, -1, -1]), 2, ok) == FEASIBLE
-    assert c.free[0].tolist() == [0, 3, 0, 2] and c.resv[0, 0, 2] == c.resv[0, 2, 0] > 0
+    assert c.free[0].tolist() == [0, 3, 0, 2] and c.reserved_gbps[0, 0, 2] == c.reserved_gbps[0, 2, 0] > 0
 
 
 def test_bad_arguments():
@@ -169,7 +169,7 @@ def test_a_deep_copy_continues_exactly_and_independently():
             break
     assert done1
     state = pickle.loads(pickle.dumps(env.core))
-    assert np.array_equal(state.end, env.core.end, equal_nan=True)
+    assert np.array_equal(state.end, env.core.end_s, equal_nan=True)
     venv = GeoPipeVectorEnv(3, "paper-default")
     venv.reset(seed=0)
     vclone = copy.deepcopy(venv)

@@ -50,9 +50,9 @@ def test_the_observation_shows_predicted_durations_only():
     feats, valid, _ = decision.slot_feature_columns(2, 1)
     c = env.core
     for slot in range(2):
-        j = int(c.pend[0, slot])
-        predicted_h = c.pred_iters[0, j] * c.tk[0, j] / 3600.0
-        true_h = c.iters[0, j] * c.tk[0, j] / 3600.0
+        j = int(c.pending[0, slot])
+        predicted_h = c.pred_iters[0, j] * c.t_iter_target_s[0, j] / 3600.0
+        true_h = c.iters[0, j] * c.t_iter_target_s[0, j] / 3600.0
         shown = obs[feats[slot, 2]]  # log1p(predicted remaining E_j(K*) h)
         assert shown == pytest.approx(math.log1p(predicted_h), rel=1e-6)
         if c.iters[0, j] < c.pred_iters[0, j]:  # the early ender: the truth would show less
@@ -126,12 +126,12 @@ def test_a_failure_takes_gpus_per_failure_gpus_and_shows_in_the_observation():
                             repair_sigma=0.0)
     env = GeoPipeEnv(one_region([JobSpec("j", QWEN, ALPACA)], gpus=48), window=1, uncertainty=unc)
     obs, info = env.reset(seed=0)
-    env.core.fail_e[0, 0, 0] = 1.0 * 1e-3 * 48  # the first attempt fails after 1 h on 48 GPUs
-    env.core.fail_e[0, 0, 1:] = np.inf
+    env.core.failure_draws[0, 0, 0] = 1.0 * 1e-3 * 48  # the first attempt fails after 1 h on 48 GPUs
+    env.core.failure_draws[0, 0, 1:] = np.inf
     # Start it: it fails at 1 h, and the next decision is its re-queue after the manual delay
     # (2 h), while its 3 GPUs are still in repair (until 4 h).
     obs, _, _, _, info = env.step(0 * len(RULE_NAMES) + RULE_PATHFINDER)
-    assert env.core.t[0] == pytest.approx(3 * 3600) and env.core.n_fail[0, 0] == 1
+    assert env.core.now_s[0] == pytest.approx(3 * 3600) and env.core.n_fail[0, 0] == 1
     assert env.core.repairing[0].tolist() == [3] and env.core.free[0].tolist() == [45]
     assert obs[8] == pytest.approx(math.log1p(1))  # one failure so far
     assert obs[9] == pytest.approx(3 / 48)  # GPUs under repair / all GPUs

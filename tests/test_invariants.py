@@ -16,19 +16,19 @@ def check_state(env):
     held = c.alloc[0, running].sum(axis=0) if running else np.zeros_like(free)
     assert (c.repairing[0] >= 0).all()
     assert (held + free + c.repairing[0] == cap).all()  # Eq. (5), and no GPU leaks
-    resv = np.zeros_like(c.resv[0])
+    resv = np.zeros_like(c.reserved_gbps[0])
     for j in running:
         p = c.path[0, j, : c.plen[0, j]]
         for u, v in zip(p[:-1], p[1:], strict=True):
-            resv[u, v] += c.bj[0, j]
-            resv[v, u] += c.bj[0, j]
-    assert np.allclose(resv, c.resv[0], atol=1e-9)
-    assert (c.resv[0] <= c.bw[0] + 1e-6).all()  # Eq. (6)
+            resv[u, v] += c.b_gbps[0, j]
+            resv[v, u] += c.b_gbps[0, j]
+    assert np.allclose(resv, c.reserved_gbps[0], atol=1e-9)
+    assert (c.reserved_gbps[0] <= c.bandwidth_gbps[0] + 1e-6).all()  # Eq. (6)
     delayed = int((c.status[0, :n] == sim.DELAYED).sum())
-    assert delayed == c.n_dly[0]
-    assert c.n_pend[0] + len(running) + delayed + int(c.n_done[0]) == int(c.next_arr[0])
+    assert delayed == c.n_delayed[0]
+    assert c.n_pending[0] + len(running) + delayed + int(c.n_done[0]) == int(c.next_arrival[0])
     assert (c.done_iters[0, :n] <= c.iters[0, :n] + 1e-9).all()
-    assert (c.cost[0] >= 0).all() and c.spent[0] >= 0
+    assert (c.cost_usd[0] >= 0).all() and c.spent_usd[0] >= 0
 
 
 HARSH = UncertaintyConfig.preset(
@@ -67,7 +67,7 @@ def test_random_actions_keep_invariants():
         c = env.core
         n = int(c.n_jobs[0])
         assert (c.status[0, :n] == sim.DONE).all() and c.n_done[0] == n  # each ends once
-        assert (c.start[0, :n] >= c.submit[0, :n]).all() and (c.end[0, :n] > c.start[0, :n]).all()
+        assert (c.start_s[0, :n] >= c.submit_s[0, :n]).all() and (c.end_s[0, :n] > c.start_s[0, :n]).all()
         assert len(info["jobs"]) == n
         failures += info["failures"]
         assert info["failures"] == sum(j["failures"] for j in info["jobs"])

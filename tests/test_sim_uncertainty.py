@@ -34,36 +34,36 @@ def test_failure_rolls_back_to_checkpoint_and_keeps_charging():
                             repair_median_hours=3.0, repair_sigma=0.0)
     core, _ = loaded(one_region(), unc)
     g = 48
-    core.fail_e[0, 0, 0] = 2.5 * 1e-3 * g  # the first attempt fails after exactly 2.5 h
-    core.fail_e[0, 0, 1:] = np.inf
+    core.failure_draws[0, 0, 0] = 2.5 * 1e-3 * g  # the first attempt fails after exactly 2.5 h
+    core.failure_draws[0, 0, 1:] = np.inf
     assert sim.run_fixed_policy(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0)
-    t_iter = core.t_iter[0, 0]
+    t_iter = core.t_iter_s[0, 0]
     kept = 2.0 * 3600 / t_iter  # checkpoints at 1 h and 2 h; 0.5 h of work is lost
     assert core.done_iters[0, 0] == pytest.approx(kept)
     assert core.n_fail[0, 0] == 1 and core.attempt[0, 0] == 2
     manual = unc.manual_delay_hours
     restart = (2.5 + manual) * 3600
-    assert core.att_start[0, 0] == pytest.approx(restart)  # handler off: manual delay
-    assert core.end[0, 0] == pytest.approx(restart + (core.iters[0, 0] - kept) * t_iter)
-    rate = core.rate[0, 0]  # same placement: region R still has 63 >= 48 GPUs
-    assert core.cost[0, 0] == pytest.approx(rate * (2.5 * 3600 + (core.iters[0, 0] - kept) * t_iter))
+    assert core.attempt_start_s[0, 0] == pytest.approx(restart)  # handler off: manual delay
+    assert core.end_s[0, 0] == pytest.approx(restart + (core.iters[0, 0] - kept) * t_iter)
+    rate = core.cost_per_s[0, 0]  # same placement: region R still has 63 >= 48 GPUs
+    assert core.cost_usd[0, 0] == pytest.approx(rate * (2.5 * 3600 + (core.iters[0, 0] - kept) * t_iter))
     assert core.repairing[0].sum() == 0 and (core.free[0] == core.cap[0]).all()
 
 
 def test_repaired_gpu_leaves_and_comes_back():
     unc = UncertaintyConfig(failure_rate_per_gpu_hour=1e-3, repair_median_hours=3.0, repair_sigma=0.0)
     core, _ = loaded(one_region(gpus=48), unc)
-    core.fail_e[0, 0, 0] = 1.0 * 1e-3 * 48  # fails after 1 h
-    core.fail_e[0, 0, 1:] = np.inf
+    core.failure_draws[0, 0, 0] = 1.0 * 1e-3 * 48  # fails after 1 h
+    core.failure_draws[0, 0, 1:] = np.inf
     assert sim.decide(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0) == 0
     sim.advance(core, 0)  # the failure at 1 h
-    assert core.t[0] == pytest.approx(3600) and core.status[0, 0] == sim.DELAYED
+    assert core.now_s[0] == pytest.approx(3600) and core.status[0, 0] == sim.DELAYED
     assert core.repairing[0].tolist() == [1, 0] and core.free[0].tolist() == [47, 48]
     sim.advance(core, 0)  # re-queued after the manual delay (2 h)
-    assert core.t[0] == pytest.approx(3 * 3600) and core.status[0, 0] == sim.PENDING
+    assert core.now_s[0] == pytest.approx(3 * 3600) and core.status[0, 0] == sim.PENDING
     assert core.repairing[0].tolist() == [1, 0]
     sim.advance(core, 0)  # the repair (3 h after the failure)
-    assert core.t[0] == pytest.approx(4 * 3600)
+    assert core.now_s[0] == pytest.approx(4 * 3600)
     assert core.repairing[0].tolist() == [0, 0] and core.free[0].tolist() == [48, 48]
 
 
@@ -80,7 +80,7 @@ def test_more_concurrent_repairs_than_jobs():
     while True:
         a = int(np.flatnonzero(info["action_mask"])[0])
         _, _, done, _, info = env.step(a)
-        most = max(most, int(env.core.n_rep[0]))
+        most = max(most, int(env.core.n_repairs[0]))
         if done:
             break
     assert most > len(env.jobs)
@@ -91,11 +91,11 @@ def test_more_concurrent_repairs_than_jobs():
 def test_handler_recognised_failure_waits_only_the_diagnosis_delay():
     unc = UncertaintyConfig(failure_rate_per_gpu_hour=1e-3, handler=True)
     core, _ = loaded(one_region(), unc)
-    core.fail_e[0, 0, 0] = 1e-3 * 48
-    core.fail_e[0, 0, 1:] = np.inf
+    core.failure_draws[0, 0, 0] = 1e-3 * 48
+    core.failure_draws[0, 0, 1:] = np.inf
     core.handler_u[0, 0, 0] = 0.0  # below the true-positive rate: recognised
     assert sim.run_fixed_policy(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0)
-    assert core.att_start[0, 0] == pytest.approx((1.0 + unc.diagnosis_delay_hours) * 3600)
+    assert core.attempt_start_s[0, 0] == pytest.approx((1.0 + unc.diagnosis_delay_hours) * 3600)
 
 
 def test_same_seed_same_failures_and_fates():
@@ -145,8 +145,8 @@ def test_metric_tracker_in_the_observation():
         env.reset(seed=0)
         obs, *_ = env.step(0)  # start P
     c = perfect.core
-    j = int(c.run[0, 0])
-    truth_h = (c.end[0, j] - c.t[0]) / 3600
+    j = int(c.running[0, 0])
+    truth_h = (c.end_s[0, j] - c.now_s[0]) / 3600
     assert perfect._obs[7] == 1.0 and perfect._obs[6] == pytest.approx(np.log1p(truth_h), rel=1e-5)
     assert blind._obs[7] == 0.0 and blind._obs[6] == 0.0
 

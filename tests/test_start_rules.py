@@ -300,7 +300,7 @@ def check_state(env: GeoPipeEnv, obs: np.ndarray, mem: np.ndarray, want: np.ndar
             assert obs[p] == 1.0
             assert obs[p + 8] == np.float32(c.min_gpus[0, j] / decision.MAX_STAGES_NORM) == np.float32(
                 want[j] / 128.0)
-            assert obs[p + 4] == np.float32(c.kstar[0, j] / decision.MAX_STAGES_NORM)
+            assert obs[p + 4] == np.float32(c.k_target[0, j] / decision.MAX_STAGES_NORM)
             # every valid option of this slot places at least the minimum
             for r in range(NUM_RULES):
                 if o.g[0, s, r] > 0:
@@ -322,7 +322,7 @@ def test_random_agent_never_holds_fewer_gpus_than_the_minimum(scen_name, rule):
         jobs, mem, want, target = expected_bounds(env.current_scenario, rule)
         assert [j.name for j in env.jobs] == [j.name for j in jobs]
         np.testing.assert_array_equal(env.core.min_gpus[0, : len(jobs)], want)
-        np.testing.assert_array_equal(env.core.kstar[0, : len(jobs)], target)
+        np.testing.assert_array_equal(env.core.k_target[0, : len(jobs)], target)
         check_state(env, obs, mem, want)
         for _ in range(600):
             mask = info["action_mask"]
@@ -386,10 +386,10 @@ def test_env_start_rule_setting():
     assert env.start_rule == StartRule("kstar")
     env.reset(seed=0)
     n = len(env.jobs)
-    np.testing.assert_array_equal(env.core.min_gpus[0, :n], env.core.kstar[0, :n])
+    np.testing.assert_array_equal(env.core.min_gpus[0, :n], env.core.k_target[0, :n])
     mem_env = GeoPipeEnv()
     mem_env.reset(seed=0)
-    assert (mem_env.core.min_gpus[0, :n] < mem_env.core.kstar[0, :n]).any()
+    assert (mem_env.core.min_gpus[0, :n] < mem_env.core.k_target[0, :n]).any()
     # None keeps the scenario's own rule; a given rule replaces it
     own = make_scenario("paper-default", 0, start_rule="fraction:0.5")
     assert own.start_rule == StartRule("fraction", 0.5)
@@ -411,7 +411,7 @@ def _run_vector(rule: str, steps: int = 60):
         for e in range(2):
             n = c.n_jobs[e]
             run = np.flatnonzero(c.status[e, :n] == sim.RUNNING)
-            held += list(zip(c.gpus[e, run], c.min_gpus[e, run], c.kstar[e, run], strict=True))
+            held += list(zip(c.gpus[e, run], c.min_gpus[e, run], c.k_target[e, run], strict=True))
     return venv, np.array(held)
 
 

@@ -29,22 +29,22 @@ RULE = {name: i for i, name in enumerate(RULE_NAMES)}
 def reference_run(c, e, order, rule, window):
     """The decision loop as it was: sort the whole window, walk it, place the first that fits."""
     k = c.free.shape[1]
-    feats = np.empty((c.submit.shape[1], sim.NUM_CAND_FEATURES), dtype=np.float32)
+    feats = np.empty((c.submit_s.shape[1], sim.NUM_CAND_FEATURES), dtype=np.float32)
     eff = np.empty((k, k))
     path, alloc = np.empty(k, np.int64), np.empty(k, np.int64)
-    tc, ws = sim.scratch(c.kstar_max[e], k)
+    tc, ws = sim.scratch(c.k_target_max[e], k)
     while not sim.done(c, e):
-        n = c.n_pend[e] if window <= 0 else min(window, c.n_pend[e])
+        n = c.n_pending[e] if window <= 0 else min(window, c.n_pending[e])
         placed = False
         if n:
             sim.candidate_features(c, e, n, feats)
-            alpha32 = np.float32(alpha_nb(c.resv[e], c.bw[e]))
-            sim.residual_bandwidth(c.bw[e], c.resv[e], eff)
+            alpha32 = np.float32(alpha_nb(c.reserved_gbps[e], c.bandwidth_gbps[e]))
+            sim.residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], eff)
             idx = sim.order_candidates(order, feats, n, alpha32)
             for m in range(n):
-                j = c.pend[e, idx[m]]
-                sim.fill_tc(c.work[e, j], c.kstar[e, j], c.overhead[e], tc)
-                g, plen = sim.job_placement(c.free[e], c.price[e], eff, c.kstar[e, j], c.act[e, j],
+                j = c.pending[e, idx[m]]
+                sim.fill_tc(c.work_s[e, j], c.k_target[e, j], c.stage_overhead_s[e], tc)
+                g, plen = sim.job_placement(c.free[e], c.price[e], eff, c.k_target[e, j], c.activation_gbit[e, j],
                                             c.min_gpus[e, j], rule, tc, ws, path, alloc)
                 if g > 0 and sim.place(c, e, j, path, plen, alloc) == 0:
                     placed = True

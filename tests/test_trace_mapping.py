@@ -227,7 +227,7 @@ def test_early_end_job_by_hand():
     loading.load(core, 0, m.scenario, np.random.default_rng(0), UncertaintyConfig())
     # it runs exactly the traced work; a user estimate sees the configured length
     assert core.iters[0, 0] == pytest.approx(20.3) and core.full_iters[0, 0] == pytest.approx(configured)
-    assert core.kstar[0, 0] == core.min_gpus[0, 0] == 1  # the request, not K* = 19
+    assert core.k_target[0, 0] == core.min_gpus[0, 0] == 1  # the request, not K* = 19
 
 
 def test_one_gpu_short_job_by_hand():

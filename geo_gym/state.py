@@ -1,0 +1,138 @@
+"""The simulator core's state, declared field by field: shape, type, unit and meaning.
+
+``geo_gym.sim.Core`` is built from this table, so a new per-job quantity is one line here
+plus the code that reads or writes it. Every array has a leading env axis (N simulations
+stepped together); the shapes below follow it, with K regions, J jobs (in submit order),
+A pre-drawn failures per job, S retrieval-store rows, D metadata-vector dimensions and
+P = J x A repair slots (each failure starts at most one repair, and a job can fail again while
+the GPUs of its last failure are still being repaired).
+
+Units are in the names: ``_s`` seconds, ``_h`` hours, ``_gbps`` Gbit/s, ``_gbit`` Gbit,
+``_usd`` dollars; counts of iterations, GPUs and jobs carry none. Times are seconds on the
+simulation clock, which starts at 0 with the episode.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+SECONDS_PER_HOUR = 3600.0
+
+
+class Field(NamedTuple):
+    name: str
+    shape: str  # after the env axis: letters of K, J, A, S, D, P; "" for a scalar per env
+    dtype: type
+    meaning: str
+
+
+# Set when an episode is loaded (``sim.load_jobs``, ``sim.load_settings``), read-only after.
+STATIC: tuple[Field, ...] = (
+    # the cluster
+    Field("cap", "K", np.int64, "GPUs of each region (Eq. 5's G_r)"),
+    Field("price", "K", np.float64, "electricity price of each region, $/kWh"),
+    Field("bandwidth_gbps", "KK", np.float64, "inter-region link bandwidth B_uv"),
+    Field("intra_gbps", "", np.float64, "stage-to-stage bandwidth inside a region"),
+    Field("gpu_kw", "", np.float64, "power draw of one allocated GPU, kW (Eq. 4)"),
+    Field("stage_overhead_s", "", np.float64, "per-stage, per-micro-batch overhead in t_comp"),
+    # the jobs
+    Field("n_jobs", "", np.int64, "jobs in this episode (rows beyond are unused)"),
+    Field("submit_s", "J", np.float64, "submit time"),
+    Field("work_s", "J", np.float64, "forward time of one micro-batch on one GPU: t_comp(L) = work_s / L + overhead"),
+    Field("microbatches", "J", np.int64, "M_j, micro-batches per iteration"),
+    Field("full_iters", "J", np.float64, "configured iterations I_j: what the user asked for"),
+    Field("iters", "J", np.float64, "iterations the job actually runs (its fate, hidden)"),
+    Field("activation_gbit", "J", np.float64, "A_j, activations between adjacent stages"),
+    Field("k_target", "J", np.int64, "GPUs the rules aim at: K* (Eq. 13) or the start rule's target"),
+    Field("k_target_max", "", np.int64, "largest k_target of the episode: sizes the t_comp table"),
+    Field("min_gpus", "J", np.int64, "fewest GPUs the job may start on (start rule, memory; geo_gym/start_rule.py)"),
+    Field("b_target_gbps", "J", np.float64, "b_j at k_target: Eq. (10)'s sensitivity input"),
+    Field("t_iter_1gpu_s", "J", np.float64, "t_iter on one GPU (Eq. 9's E_j(1) per iteration)"),
+    Field("t_iter_target_s", "J", np.float64, "t_iter on k_target GPUs in one region"),
+    # predictors (geo_gym/uncertainty/predictors.py)
+    Field("predictor_mode", "", np.int64, "sim.PRED_STATIC or sim.PRED_RETRIEVAL"),
+    Field("retrieval_k", "", np.int64, "similar finished jobs a retrieval prediction averages"),
+    Field("retrieval_threshold", "", np.float64, "least cosine similarity that counts as similar"),
+    Field("retrieval_records_actual", "", np.bool_, "the store records iterations run (else configured)"),
+    Field("retrieval_fallback", "", np.int64, "sim.FALLBACK_USER or sim.FALLBACK_STORE_MEAN"),
+    Field("metadata_vec", "JD", np.float32, "each job's hashed metadata vector"),
+    # failures and the failure handler (geo_gym/uncertainty/failures.py, handler.py)
+    Field("failure_rate_per_gpu_h", "", np.float64, "infrastructure failures per GPU-hour held"),
+    Field("checkpoint_h", "", np.float64, "checkpoint interval: progress falls back to the last one"),
+    Field("gpus_per_failure", "", np.int64, "GPUs a failure sends to repair"),
+    Field("handler_on", "", np.bool_, "a SchedMate-style failure handler classifies failures"),
+    Field("handler_tpr", "", np.float64, "the handler's true-positive rate"),
+    Field("handler_fpr", "", np.float64, "the handler's false-positive rate"),
+    Field("diagnosis_h", "", np.float64, "delay before a recognised failure's restart"),
+    Field("manual_h", "", np.float64, "delay before an unrecognised failure's restart"),
+    Field("failure_draws", "JA", np.float64, "unit exponentials: attempt a fails after failure_draws / (rate x GPUs) hours"),
+    Field("repair_h", "JA", np.float64, "repair time after each attempt's failure"),
+    Field("handler_u", "JA", np.float64, "uniforms deciding the handler's verdict per failure"),
+    # Metric Tracker (geo_gym/uncertainty/tracker.py)
+    Field("tracker_sees", "J", np.bool_, "the tracker sees this job's progress"),
+    Field("tracker_frac_noise", "J", np.float64, "log-normal factor on the progress fraction it sees"),
+    Field("tracker_step_noise", "J", np.float64, "log-normal factor on the step time it sees"),
+)
+
+# Changed by the simulation.
+DYNAMIC: tuple[Field, ...] = (
+    Field("now_s", "", np.float64, "the simulation clock"),
+    # the cluster
+    Field("free", "K", np.int64, "free GPUs of each region"),
+    Field("repairing", "K", np.int64, "GPUs of each region under repair"),
+    Field("reserved_gbps", "KK", np.float64, "bandwidth reserved on each directed link (Eq. 6)"),
+    # queues: index lists with a count each
+    Field("status", "J", np.int8, "sim.PENDING_FUTURE, PENDING, RUNNING, DONE or DELAYED"),
+    Field("next_arrival", "", np.int64, "index of the next job to be submitted"),
+    Field("pending", "J", np.int64, "the queue, in submit order (re-queued jobs keep their place)"),
+    Field("n_pending", "", np.int64, "length of the queue"),
+    Field("running", "J", np.int64, "running jobs, in no particular order"),
+    Field("n_running", "", np.int64, "running jobs"),
+    Field("delayed", "J", np.int64, "failed jobs waiting to re-enter the queue"),
+    Field("n_delayed", "", np.int64, "failed jobs waiting"),
+    Field("requeue_s", "J", np.float64, "when a failed job re-enters the queue"),
+    Field("repair_end_s", "P", np.float64, "repairs in progress: when each ends"),
+    Field("repair_region", "P", np.int64, "... in which region"),
+    Field("repair_gpus", "P", np.int64, "... how many GPUs"),
+    Field("n_repairs", "", np.int64, "repairs in progress"),
+    Field("n_done", "", np.int64, "jobs that have ended"),
+    # what schedulers are told
+    Field("pred_iters", "J", np.float64, "predicted iterations (never the truth unless oracle)"),
+    Field("pred_hit", "J", np.bool_, "the prediction came from similar finished jobs"),
+    # progress and attempts
+    Field("done_iters", "J", np.float64, "checkpointed progress"),
+    Field("attempt", "J", np.int64, "attempts started"),
+    Field("n_fail", "J", np.int64, "infrastructure failures of the job"),
+    Field("n_fail_total", "", np.int64, "infrastructure failures of the episode"),
+    Field("start_s", "J", np.float64, "first start (NaN before it)"),
+    Field("attempt_start_s", "J", np.float64, "start of the current attempt"),
+    Field("end_s", "J", np.float64, "end of the current attempt if it does not fail"),
+    Field("fail_s", "J", np.float64, "failure of the current attempt (inf: none)"),
+    # the placement of the current attempt (paper III-B2: fixed until it ends)
+    Field("t_iter_s", "J", np.float64, "iteration time on its placement (Eq. 1)"),
+    Field("path", "JK", np.int64, "regions in pipeline order (-1 beyond plen)"),
+    Field("plen", "J", np.int64, "regions on the path"),
+    Field("alloc", "JK", np.int64, "GPUs in each region"),
+    Field("gpus", "J", np.int64, "GPUs held (kept after the job ends)"),
+    Field("b_gbps", "J", np.float64, "b_j reserved on every crossed link, both directions (Eq. 6)"),
+    Field("cost_per_s", "J", np.float64, "electricity rate while running, $/s (Eq. 4)"),
+    # metrics
+    Field("cost_usd", "J", np.float64, "electricity spent by the job (failed attempts included)"),
+    Field("job_seconds", "", np.float64, "integral of (jobs in the system) dt: sum of JCTs once all end"),
+    Field("spent_usd", "", np.float64, "electricity spent so far"),
+    # the retrieval predictor's history store (predictors.store_append)
+    Field("store_vecs", "DS", np.float32, "one column per stored finished job"),
+    Field("store_norms", "S", np.float64, "each stored vector's norm"),
+    Field("store_vals", "S", np.float64, "each stored job's iterations"),
+    Field("n_store", "", np.int64, "jobs stored so far (the store wraps around)"),
+)
+
+FIELDS: tuple[Field, ...] = STATIC + DYNAMIC
+NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
+
+
+def shape_of(field: Field, num_envs: int, sizes: dict[str, int]) -> tuple[int, ...]:
+    """The array shape of ``field`` for ``num_envs`` envs and the sizes K, J, A, S, D, P."""
+    return (num_envs,) + tuple(sizes[x] for x in field.shape)
