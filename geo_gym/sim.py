@@ -46,6 +46,7 @@ from geo_gym.uncertainty.handler import handle_failure
 from geo_gym.uncertainty.predictors import retrieval_estimate, store_append
 
 _jit = numba.njit(cache=True)
+_inline = numba.njit(cache=True, inline="always")
 
 PENDING_FUTURE, PENDING, RUNNING, DONE, DELAYED = 0, 1, 2, 3, 4
 PRED_STATIC, PRED_RETRIEVAL = 0, 1
@@ -163,7 +164,7 @@ def reset(c, e):
     c.cost_usd[e] = 0.0
     c.job_seconds[e] = 0.0
     c.spent_usd[e] = 0.0
-    _arrivals(c, e)
+    _handle_arrivals(c, e)
 
 
 @_jit
@@ -293,7 +294,8 @@ def _enqueue(c, e, j):
 
 
 @_jit
-def _arrivals(c, e):
+def _handle_arrivals(c, e):
+    """Jobs submitted by now enter the queue (a retrieval predictor predicts them now)."""
     n = c.n_jobs[e]
     while c.next_arrival[e] < n and c.submit_s[e, c.next_arrival[e]] <= c.now_s[e]:
         j = c.next_arrival[e]
@@ -394,40 +396,53 @@ def _fail(c, e, j):
     c.fail_s[e, j] = np.inf
 
 
-@_jit
-def advance(c, e):
-    """Move to the next event and process everything that happens at that instant.
-    Returns False when there is no next event."""
-    t_next = next_event_time(c, e)
-    if t_next == np.inf:
-        return False
-    dt = t_next - c.now_s[e]
+# ------------------------------------------------------------------ events
+# One handler per kind of event, inlined into ``advance`` (a compiled call per handler would
+# cost more than most handlers' work). At one instant they run in this order: completions and
+# failures, repairs, re-queues, arrivals (module docstring).
+
+
+@_inline
+def _accrue(c, e, dt):
+    """Time passes: every job in the system adds dt to the sum of JCTs, every running job its
+    electricity (Eq. 4)."""
     c.job_seconds[e] += (c.n_pending[e] + c.n_running[e] + c.n_delayed[e]) * dt
-    run, rate, end, t_fail = c.running[e], c.cost_per_s[e], c.end_s[e], c.fail_s[e]
-    n_run = c.n_running[e]
+    running, rate = c.running[e], c.cost_per_s[e]
     spent = c.spent_usd[e]
-    for i in range(n_run):
-        spent += rate[run[i]] * dt
+    for i in range(c.n_running[e]):
+        spent += rate[running[i]] * dt
     c.spent_usd[e] = spent
-    c.now_s[e] = t_next
+
+
+@_inline
+def _handle_ends(c, e, t):
+    """Running jobs whose attempt completes (``_complete``) or fails (``_fail``) by t leave the
+    running set; a completion at the instant of a failure wins."""
+    running, end, fail = c.running[e], c.end_s[e], c.fail_s[e]
+    n_run = c.n_running[e]
     i = 0
     while i < n_run:
-        j = run[i]
-        finished = end[j] <= t_next and end[j] <= t_fail[j]
-        failed = not finished and t_fail[j] <= t_next
+        j = running[i]
+        finished = end[j] <= t and end[j] <= fail[j]
+        failed = not finished and fail[j] <= t
         if finished or failed:
             if finished:
                 _complete(c, e, j)
             else:
                 _fail(c, e, j)
             n_run -= 1
-            run[i] = run[n_run]  # order of the running set is irrelevant
+            running[i] = running[n_run]  # order of the running set is irrelevant
         else:
             i += 1
     c.n_running[e] = n_run
+
+
+@_inline
+def _handle_repairs(c, e, t):
+    """Repairs that end by t give their GPUs back to their region."""
     i = 0
     while i < c.n_repairs[e]:
-        if c.repair_end_s[e, i] <= t_next:
+        if c.repair_end_s[e, i] <= t:
             r = c.repair_region[e, i]
             c.free[e, r] += c.repair_gpus[e, i]
             c.repairing[e, r] -= c.repair_gpus[e, i]
@@ -438,16 +453,35 @@ def advance(c, e):
             c.n_repairs[e] = last
         else:
             i += 1
+
+
+@_inline
+def _handle_requeues(c, e, t):
+    """Failed jobs whose handler delay is over by t re-enter the queue at their place."""
     i = 0
     while i < c.n_delayed[e]:
         j = c.delayed[e, i]
-        if c.requeue_s[e, j] <= t_next:
+        if c.requeue_s[e, j] <= t:
             _enqueue(c, e, j)
             c.n_delayed[e] -= 1
             c.delayed[e, i] = c.delayed[e, c.n_delayed[e]]
         else:
             i += 1
-    _arrivals(c, e)
+
+
+@_jit
+def advance(c, e):
+    """Move to the next event and process everything that happens at that instant.
+    Returns False when there is no next event."""
+    t_next = next_event_time(c, e)
+    if t_next == np.inf:
+        return False
+    _accrue(c, e, t_next - c.now_s[e])
+    c.now_s[e] = t_next
+    _handle_ends(c, e, t_next)
+    _handle_repairs(c, e, t_next)
+    _handle_requeues(c, e, t_next)
+    _handle_arrivals(c, e)
     return True
 
 
