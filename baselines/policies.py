@@ -4,7 +4,7 @@ Each policy acts through the same call as an SB3 model, ``predict(obs) -> (actio
 reading only the observation (the window's I_j, D_j and predicted durations, alpha, and which
 placement options are valid), and also exposes ``order_code`` / ``rule_code`` so that
 ``geo_gym.simulate`` runs it on the compiled fast path. Both paths use
-``geo_gym.sim.order_candidates`` on the same float32 features, so they decide identically.
+``geo_gym.fixed.order_candidates`` on the same float32 features, so they decide identically.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from geo_gym import decision, sim
+from geo_gym import decision, fixed
 from geo_gym.placement import NUM_RULES, RULE_NAMES
 
 # Slot blocks are NUM_SLOT + NUM_RULES * NUM_OPTION entries and each region adds NUM_REGION,
@@ -83,7 +83,7 @@ class FixedPolicy:
     order_code: int = field(init=False)
     rule_code: int = field(init=False)
 
-    _ORDERS = {"fcfs": sim.ORDER_FCFS, "sjf": sim.ORDER_SJF, "priority": sim.ORDER_PRIORITY}
+    _ORDERS = {"fcfs": fixed.ORDER_FCFS, "sjf": fixed.ORDER_SJF, "priority": fixed.ORDER_PRIORITY}
 
     def __post_init__(self) -> None:
         if self.order not in self._ORDERS:
@@ -97,7 +97,7 @@ class FixedPolicy:
         _, w, feats, valid, alpha, present = _ObsReader.get(row.shape[0], self.num_regions)
         n = int((row[present] > 0).sum())
         if n:
-            order = sim.order_candidates(
+            order = fixed.order_candidates(
                 self.order_code, row[feats[:n]], n, np.float32(row[alpha])
             )
             for s in order[:1] if self.strict else order:

@@ -15,7 +15,6 @@ import numba
 import numpy as np
 
 from geo_gym.costmodel import alpha_nb, pipeline_iteration_time_nb
-from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.placement import (
     FEASIBLE,
     NUM_RULES,
@@ -41,6 +40,7 @@ from geo_gym.sim import (
     scratch,
     tracked_remaining_h,
 )
+from geo_gym.state import SECONDS_PER_HOUR
 
 _jit = numba.njit(cache=True)
 

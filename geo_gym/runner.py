@@ -1,7 +1,7 @@
 """``simulate``: run a whole workload under a policy and tabulate the outcome.
 
 Fixed policies that expose ``order_code`` and ``rule_code`` (``baselines``) take the compiled
-fast path (``sim.run_fixed_policy``: no RL step overhead). Anything else with an SB3-style
+fast path (``fixed.run_fixed_policy``: no RL step overhead). Anything else with an SB3-style
 ``predict(obs, deterministic=True)`` (a trained agent, the random baseline) is driven through
 ``GeoPipeEnv``. For the same seed the two paths give identical results whenever the queue never
 holds more jobs than the env's window (``window=`` makes the fast path look at the same window).
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from gymnasium.utils import seeding
 
-from geo_gym import sim
+from geo_gym import fixed, sim
 from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_columns, episode_summary
 from geo_gym.loading import start_episode
 from geo_gym.scenarios import Scenario, scenario_factory
@@ -64,7 +64,7 @@ def simulate(
             env_kwargs.get("warmup_workloads", 0), env_kwargs.get("warmup_scenario"),
         )
         strict = bool(getattr(policy, "strict", False))
-        if not sim.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, window or 0, strict):
+        if not fixed.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, window or 0, strict):
             stuck = [jobs[j].name for j in core.pending[0, : core.n_pending[0]]]
             raise RuntimeError(f"policy {policy!r} cannot place jobs {stuck}")
         return _result(core, jobs, scen)

@@ -33,7 +33,14 @@ from geo_gym import catalog
 from geo_gym.cluster import Cluster, Region, paper_cluster
 from geo_gym.memory import MemoryModel
 from geo_gym.start_rule import StartRule
-from geo_gym.workload import DEFAULT_MEMORY, DEFAULT_START_RULE, JobSpec, JobTable, _per_iteration, constant
+from geo_gym.workload import (
+    DEFAULT_MEMORY,
+    DEFAULT_START_RULE,
+    JobSpec,
+    JobTable,
+    _per_iteration,
+    constant,
+)
 
 
 @dataclass(frozen=True)

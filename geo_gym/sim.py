@@ -10,13 +10,16 @@ Event semantics (paper III-A): a job arrives at ``submit``, waits in the queue, 
 GPUs and its b_j reservation on every crossed link (both directions, Eq. 6) until it ends.
 Electricity accrues while GPUs are held (Eq. 4), never while queued.
 
+The state's fields (shape, unit, meaning) are declared in ``geo_gym/state.py``; fixed-policy
+ordering and backfilling live beside the core in ``geo_gym/fixed.py``.
+
 Uncertainty (SchedMate; geo_gym/uncertainty, all off by default):
   * a job's *fate*: it runs ``iters`` iterations, fewer than the configured ``full_iters``
     when it ends early (cancelled / application failure); schedulers never see ``iters``;
   * predictions ``pred_iters`` (oracle, noisy, user estimate, or retrieval from a history store
     of finished jobs, made when the job is submitted);
   * infrastructure failures: attempt a of job j holding g GPUs fails after
-    ``fail_e[j, a] / (rate x g)`` hours; progress falls back to the last checkpoint, the
+    ``failure_draws[j, a] / (rate x g)`` hours; progress falls back to the last checkpoint, the
     electricity already spent stays spent, ``gpus_per_failure`` GPUs of the first path region
     leave for a repair time, and the job re-enters the queue after the failure handler's delay
     (diagnosis when recognised, manual intervention otherwise).
@@ -24,7 +27,7 @@ At one instant events are processed as: completions and failures, repairs, re-qu
 All random numbers are drawn up front when an episode is loaded (``geo_gym.loading``) from the
 caller's seeded generator.
 
-The queue is kept in submit order; ``pend[e, :n_pend[e]]`` are the pending job indices.
+The queue is kept in submit order; ``pending[e, :n_pending[e]]`` are the pending job indices.
 Job indices are the workload's jobs sorted by submit time (stable), see ``loading.load``.
 """
 
@@ -37,10 +40,10 @@ import numpy as np
 from numba import types
 from numba.experimental import structref
 
-from geo_gym import costmodel, state
-from geo_gym.state import SECONDS_PER_HOUR
-from geo_gym.costmodel import alpha_nb, min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
+from geo_gym import state
+from geo_gym.costmodel import min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
 from geo_gym.placement import FEASIBLE, apply_rule, check_kernel
+from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.uncertainty.failures import checkpoint_rollback, time_to_failure
 from geo_gym.uncertainty.handler import handle_failure
 from geo_gym.uncertainty.predictors import retrieval_estimate, store_append
@@ -609,9 +612,9 @@ def tracked_remaining_h(known, done_iters, elapsed, t_iter, full_iters, zf, zs):
     return True, (1.0 - frac) * full_iters * t_iter * zs / SECONDS_PER_HOUR
 
 
-# ------------------------------------------------------------------ decisions shared by all paths
+# ------------------------------------------------------------------ queue-candidate features
+# Shared by the observation (geo_gym/decision.py) and the fixed policies (geo_gym/fixed.py).
 
-ORDER_FCFS, ORDER_SJF, ORDER_PRIORITY = 0, 1, 2
 CAND_I, CAND_D, CAND_LOG_IDEAL = 0, 1, 2  # columns of candidate_features
 NUM_CAND_FEATURES = 3
 
@@ -658,148 +661,3 @@ def candidate_features(c, e, n, out):
         out[i, CAND_I], out[i, CAND_D], out[i, CAND_LOG_IDEAL] = _job_features(
             pred[j], done_it[j], t1[j], tk[j], b_ref[j], e1_max, b_max
         )
-
-
-@_jit
-def order_candidates(order, feats, n, alpha32):
-    """Queue order over n candidates from their float32 features: FCFS (as queued), SJF
-    (shortest predicted duration first) or BACE-Pipe's priority (Eq. 12, highest first).
-    Ties keep queue order (stable sort), so every path orders identically."""
-    if order == ORDER_FCFS:
-        return np.arange(n)
-    key = np.empty(n)
-    a = np.float64(alpha32)
-    for i in range(n):
-        if order == ORDER_SJF:
-            key[i] = np.float64(feats[i, CAND_LOG_IDEAL])
-        else:
-            key[i] = -costmodel.priority_nb(
-                np.float64(feats[i, CAND_I]), np.float64(feats[i, CAND_D]), a
-            )
-    return np.argsort(key, kind="mergesort")
-
-
-# How many candidates ``_decide`` picks one by one (an O(n) scan each) before it sorts the
-# rest: normally the first pick is placed, so the O(n log n) sort of the whole queue is rare.
-SELECT_BEFORE_SORT = 8
-
-
-@_jit
-def _order_keys(c, e, n, order, alpha32, keys):
-    """keys[i] for the first n pending jobs, ascending = earlier, bit for bit the keys
-    ``order_candidates`` computes from ``candidate_features`` (the same ``_job_features``),
-    without writing the feature table."""
-    a = np.float64(alpha32)
-    pend, pred, done_it, t1, tk, b_ref = c.pending[e], c.pred_iters[e], c.done_iters[e], c.t_iter_1gpu_s[e], c.t_iter_target_s[e], c.b_target_gbps[e]
-    e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
-    for i in range(n):
-        j = pend[i]
-        f_i, f_d, f_log = _job_features(pred[j], done_it[j], t1[j], tk[j], b_ref[j], e1_max, b_max)
-        if order == ORDER_SJF:
-            keys[i] = np.float64(f_log)
-        else:
-            keys[i] = -costmodel.priority_nb(np.float64(f_i), np.float64(f_d), a)
-
-
-@_jit
-def _before(x, y):
-    """Strict order of keys as a stable mergesort has it (NaN after every number)."""
-    if np.isnan(y):
-        return not np.isnan(x)
-    return x < y
-
-
-@_jit
-def _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
-    """Place pending job j with ``rule`` if the rule finds a placement; True when started."""
-    fill_tc(c.work_s[e, j], c.k_target[e, j], c.stage_overhead_s[e], tc)
-    g, plen = job_placement(
-        c.free[e], c.price[e], eff, c.k_target[e, j], c.activation_gbit[e, j], c.min_gpus[e, j], rule, tc, ws,
-        out_path, out_alloc,
-    )
-    return g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE
-
-
-@_jit
-def _decide(c, e, order, rule, window, strict, keys, tried, eff, tc, ws, out_path, out_alloc):
-    """``decide`` with its work space passed in. The same decision as walking
-    ``order_candidates``' full order, with less work on long queues: nothing is computed when
-    no GPU is free (every rule needs g >= min_gpus >= 1), FCFS needs no keys, and the other
-    orders pick the best remaining candidate by an O(n) scan (ties: queue order, as the stable
-    sort) and sort only after SELECT_BEFORE_SORT candidates could not be placed. ``strict``:
-    only the first job in the order may start (no backfilling)."""
-    n = c.n_pending[e] if window <= 0 else min(window, c.n_pending[e])
-    if n == 0:
-        return -1
-    total_free = 0
-    for r in range(c.free.shape[1]):
-        total_free += c.free[e, r]
-    if total_free <= 0:
-        return -1
-    residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], eff)
-    pend = c.pending[e]
-    if order == ORDER_FCFS:
-        # Placing j shifts the queue, but we return at once; a failed try changes nothing.
-        for i in range(1 if strict else n):
-            j = pend[i]
-            if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
-                return j
-        return -1
-    _order_keys(c, e, n, order, np.float32(alpha_nb(c.reserved_gbps[e], c.bandwidth_gbps[e])), keys)
-    tried[:n] = False
-    for _ in range(1 if strict else min(n, SELECT_BEFORE_SORT)):
-        best = -1
-        for i in range(n):
-            if not tried[i] and (best < 0 or _before(keys[i], keys[best])):
-                best = i
-        tried[best] = True
-        j = pend[best]
-        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
-            return j
-    if strict or n <= SELECT_BEFORE_SORT:
-        return -1
-    idx = np.argsort(keys[:n], kind="mergesort")
-    for m in range(n):
-        if tried[idx[m]]:
-            continue  # the picks above are exactly the first entries of this order
-        j = pend[idx[m]]
-        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
-            return j
-    return -1
-
-
-@_jit
-def decide(c, e, order, rule, window, strict=False):
-    """A fixed policy's decision at the current instant: walk the first ``window`` pending jobs
-    (all when window <= 0) in ``order`` (``order_candidates`` on ``candidate_features``) and
-    start the first one ``rule`` can place (backfilling), or with ``strict`` only the first
-    job in the order. Returns the started job index or -1 (its placement is then the job's row
-    of ``c.path`` / ``c.alloc``)."""
-    k = c.free.shape[1]
-    n_max = c.submit_s.shape[1]
-    tc, ws = scratch(c.k_target_max[e], k)
-    return _decide(
-        c, e, order, rule, window, strict, np.empty(n_max), np.empty(n_max, dtype=np.bool_), np.empty((k, k)),
-        tc, ws, np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64),
-    )
-
-
-@_jit
-def run_fixed_policy(c, e, order, rule, window, strict=False):
-    """The fast path: run the whole workload in slot e under (order, rule), backfilling unless
-    ``strict`` (see ``decide``). Returns False if
-    the workload deadlocks (a job that no rule can ever place). Work space is allocated once
-    (one allocation instead of one per decision on a 100k-job trace)."""
-    k = c.free.shape[1]
-    n_max = c.submit_s.shape[1]
-    keys = np.empty(n_max)
-    tried = np.empty(n_max, dtype=np.bool_)
-    eff = np.empty((k, k))
-    out_path = np.empty(k, dtype=np.int64)
-    out_alloc = np.empty(k, dtype=np.int64)
-    tc, ws = scratch(c.k_target_max[e], c.free.shape[1])
-    while not done(c, e):
-        if _decide(c, e, order, rule, window, strict, keys, tried, eff, tc, ws, out_path, out_alloc) < 0:
-            if not advance(c, e):
-                return False
-    return True

@@ -128,13 +128,13 @@ def test_fig1_bace_pipe_order_follows_eq12():
 
 def test_priority_uses_alpha_and_sensitivity():
     # One slot-level hand check of Eq. (12) on the observation features.
-    from geo_gym import sim
+    from geo_gym import fixed
 
     feats = np.array([[1.0, 0.0, 5.0], [0.2, 1.0, 1.0]], dtype=np.float32)  # I, D, log ideal
-    assert list(sim.order_candidates(sim.ORDER_PRIORITY, feats, 2, np.float32(0.0))) == [1, 0]
-    assert list(sim.order_candidates(sim.ORDER_PRIORITY, feats, 2, np.float32(1.0))) == [0, 1]
-    assert list(sim.order_candidates(sim.ORDER_SJF, feats, 2, np.float32(0.0))) == [1, 0]
-    assert list(sim.order_candidates(sim.ORDER_FCFS, feats, 2, np.float32(0.0))) == [0, 1]
+    assert list(fixed.order_candidates(fixed.ORDER_PRIORITY, feats, 2, np.float32(0.0))) == [1, 0]
+    assert list(fixed.order_candidates(fixed.ORDER_PRIORITY, feats, 2, np.float32(1.0))) == [0, 1]
+    assert list(fixed.order_candidates(fixed.ORDER_SJF, feats, 2, np.float32(0.0))) == [1, 0]
+    assert list(fixed.order_candidates(fixed.ORDER_FCFS, feats, 2, np.float32(0.0))) == [0, 1]
 
 
 def test_simulate_result_table():

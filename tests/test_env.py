@@ -169,7 +169,7 @@ def test_a_deep_copy_continues_exactly_and_independently():
             break
     assert done1
     state = pickle.loads(pickle.dumps(env.core))
-    assert np.array_equal(state.end, env.core.end_s, equal_nan=True)
+    assert np.array_equal(state.end_s, env.core.end_s, equal_nan=True)
     venv = GeoPipeVectorEnv(3, "paper-default")
     venv.reset(seed=0)
     vclone = copy.deepcopy(venv)

@@ -8,7 +8,7 @@ import pytest
 
 import baselines
 import geo_gym
-from geo_gym import catalog, decision, loading, sim
+from geo_gym import catalog, decision, fixed, loading, sim
 from geo_gym.cluster import Cluster, Region
 from geo_gym.env import GeoPipeEnv
 from geo_gym.placement import RULE_NAMES, RULE_PATHFINDER
@@ -84,7 +84,7 @@ def test_the_core_retrieval_store_records_what_its_setting_says(record):
     scen = one_region(jobs, gpus=64)
     core = sim.ensure(sim.allocate(1, 1, 1), **loading.required_sizes(scen, unc))
     loading.load(core, 0, scen, np.random.default_rng(0), unc)
-    assert sim.run_fixed_policy(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0)
+    assert fixed.run_fixed_policy(core, 0, fixed.ORDER_FCFS, RULE_PATHFINDER, 0)
     expected = core.iters[0, :3] if record == "actual" else core.full_iters[0, :3]
     assert core.iters[0, 0] < core.full_iters[0, 0]
     assert core.store_vals[0, :3].tolist() == expected.tolist()
@@ -102,7 +102,7 @@ def test_metadata_only_falls_back_to_the_store_mean():
         scen = one_region(jobs, gpus=128)
         core = sim.ensure(sim.allocate(1, 1, 1), **loading.required_sizes(scen, unc))
         loading.load(core, 0, scen, np.random.default_rng(0), unc)
-        assert sim.run_fixed_policy(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0)
+        assert fixed.run_fixed_policy(core, 0, fixed.ORDER_FCFS, RULE_PATHFINDER, 0)
         stored = core.store_vals[0, 0]
         want = stored if fallback == "store" else core.full_iters[0, 1]
         assert not core.pred_hit[0, 1] and core.pred_iters[0, 1] == pytest.approx(want)

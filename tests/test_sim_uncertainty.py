@@ -6,7 +6,7 @@ import pytest
 
 import baselines
 import geo_gym
-from geo_gym import catalog, loading, sim
+from geo_gym import catalog, fixed, loading, sim
 from geo_gym.cluster import Cluster, Region
 from geo_gym.env import GeoPipeEnv
 from geo_gym.placement import RULE_PATHFINDER
@@ -36,7 +36,7 @@ def test_failure_rolls_back_to_checkpoint_and_keeps_charging():
     g = 48
     core.failure_draws[0, 0, 0] = 2.5 * 1e-3 * g  # the first attempt fails after exactly 2.5 h
     core.failure_draws[0, 0, 1:] = np.inf
-    assert sim.run_fixed_policy(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0)
+    assert fixed.run_fixed_policy(core, 0, fixed.ORDER_FCFS, RULE_PATHFINDER, 0)
     t_iter = core.t_iter_s[0, 0]
     kept = 2.0 * 3600 / t_iter  # checkpoints at 1 h and 2 h; 0.5 h of work is lost
     assert core.done_iters[0, 0] == pytest.approx(kept)
@@ -55,7 +55,7 @@ def test_repaired_gpu_leaves_and_comes_back():
     core, _ = loaded(one_region(gpus=48), unc)
     core.failure_draws[0, 0, 0] = 1.0 * 1e-3 * 48  # fails after 1 h
     core.failure_draws[0, 0, 1:] = np.inf
-    assert sim.decide(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0) == 0
+    assert fixed.decide(core, 0, fixed.ORDER_FCFS, RULE_PATHFINDER, 0) == 0
     sim.advance(core, 0)  # the failure at 1 h
     assert core.now_s[0] == pytest.approx(3600) and core.status[0, 0] == sim.DELAYED
     assert core.repairing[0].tolist() == [1, 0] and core.free[0].tolist() == [47, 48]
@@ -94,7 +94,7 @@ def test_handler_recognised_failure_waits_only_the_diagnosis_delay():
     core.failure_draws[0, 0, 0] = 1e-3 * 48
     core.failure_draws[0, 0, 1:] = np.inf
     core.handler_u[0, 0, 0] = 0.0  # below the true-positive rate: recognised
-    assert sim.run_fixed_policy(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0)
+    assert fixed.run_fixed_policy(core, 0, fixed.ORDER_FCFS, RULE_PATHFINDER, 0)
     assert core.attempt_start_s[0, 0] == pytest.approx((1.0 + unc.diagnosis_delay_hours) * 3600)
 
 
@@ -132,7 +132,7 @@ def test_retrieval_finds_planted_history_and_falls_back():
 def test_retrieval_store_grows_as_jobs_finish():
     jobs = [JobSpec(f"j{i}", QWEN, ALPACA, submit=i * 400_000.0, metadata={"user": "u"}) for i in range(3)]
     core, _ = loaded(one_region(jobs=jobs), UncertaintyConfig(predictor="schedmate"))
-    assert sim.run_fixed_policy(core, 0, sim.ORDER_FCFS, RULE_PATHFINDER, 0)
+    assert fixed.run_fixed_policy(core, 0, fixed.ORDER_FCFS, RULE_PATHFINDER, 0)
     assert core.n_store[0] == 3
     assert not core.pred_hit[0, 0]  # nothing had finished when j0 arrived
     assert core.pred_hit[0, 2] and core.pred_iters[0, 2] == pytest.approx(core.iters[0, 0])

@@ -1,4 +1,4 @@
-"""The fast path's decision (sim._decide: no work without a free GPU, no keys for FCFS, best-first
+"""The fast path's decision (fixed._decide: no work without a free GPU, no keys for FCFS, best-first
 selection before sorting) equals the plain algorithm it replaced: features of the whole queue,
 ``order_candidates``' stable sort, then the first placeable job in that order. Checked on long
 queues, where the shortcuts matter, including jobs that cannot be placed (min_gpus) so that
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geo_gym import catalog, loading, sim
+from geo_gym import catalog, fixed, loading, sim
 from geo_gym.cluster import Cluster, Region
 from geo_gym.costmodel import alpha_nb
 from geo_gym.placement import RULE_NAMES
@@ -40,7 +40,7 @@ def reference_run(c, e, order, rule, window):
             sim.candidate_features(c, e, n, feats)
             alpha32 = np.float32(alpha_nb(c.reserved_gbps[e], c.bandwidth_gbps[e]))
             sim.residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], eff)
-            idx = sim.order_candidates(order, feats, n, alpha32)
+            idx = fixed.order_candidates(order, feats, n, alpha32)
             for m in range(n):
                 j = c.pending[e, idx[m]]
                 sim.fill_tc(c.work_s[e, j], c.k_target[e, j], c.stage_overhead_s[e], tc)
@@ -63,9 +63,9 @@ def loaded(scen, unc, seed=0):
 def same_run(scen, order, rule, window=0, unc=None):
     unc = unc or UncertaintyConfig()
     fast, ref = loaded(scen, unc), loaded(scen, unc)
-    assert sim.run_fixed_policy(fast, 0, order, rule, window)
+    assert fixed.run_fixed_policy(fast, 0, order, rule, window)
     assert reference_run(ref, 0, order, rule, window)
-    for name in ("start", "end", "cost", "gpus", "alloc", "path", "n_fail"):
+    for name in ("start_s", "end_s", "cost_usd", "gpus", "alloc", "path", "n_fail"):
         assert np.array_equal(getattr(fast, name), getattr(ref, name), equal_nan=True), name
     return fast
 
@@ -77,7 +77,7 @@ def overloaded_trace():
     return map_trace(table, max_jobs=250, target_load=2.0).scenario
 
 
-@pytest.mark.parametrize("order", [sim.ORDER_FCFS, sim.ORDER_SJF, sim.ORDER_PRIORITY])
+@pytest.mark.parametrize("order", [fixed.ORDER_FCFS, fixed.ORDER_SJF, fixed.ORDER_PRIORITY])
 @pytest.mark.parametrize("rule", ["pathfinder", "lcf", "cr_ldf"])
 def test_long_queue_same_decisions(overloaded_trace, order, rule):
     core = same_run(overloaded_trace, order, RULE[rule])
@@ -86,11 +86,11 @@ def test_long_queue_same_decisions(overloaded_trace, order, rule):
 
 def test_windowed_and_uncertain_same_decisions(overloaded_trace):
     unc = UncertaintyConfig.preset("realistic")
-    same_run(overloaded_trace, sim.ORDER_PRIORITY, RULE["pathfinder"], window=5, unc=unc)
-    same_run(overloaded_trace, sim.ORDER_SJF, RULE["pathfinder"], unc=unc)
+    same_run(overloaded_trace, fixed.ORDER_PRIORITY, RULE["pathfinder"], window=5, unc=unc)
+    same_run(overloaded_trace, fixed.ORDER_SJF, RULE["pathfinder"], unc=unc)
 
 
-@pytest.mark.parametrize("order", [sim.ORDER_SJF, sim.ORDER_PRIORITY, sim.ORDER_FCFS])
+@pytest.mark.parametrize("order", [fixed.ORDER_SJF, fixed.ORDER_PRIORITY, fixed.ORDER_FCFS])
 def test_unplaceable_heads_fall_back_to_the_sort(order):
     """Many queued jobs that need more GPUs than are ever free at once (min_gpus) sit ahead
     of small ones, so more than SELECT_BEFORE_SORT candidates fail per decision."""
@@ -104,7 +104,7 @@ def test_unplaceable_heads_fall_back_to_the_sort(order):
             submit=float(i * 30), epochs=float(rng.uniform(0.02, 0.2)), min_gpus=20 if big else 1,
         ))
     scen = Scenario("heads", cl, tuple(jobs))
-    assert sim.SELECT_BEFORE_SORT < 40
+    assert fixed.SELECT_BEFORE_SORT < 40
     same_run(scen, order, RULE["pathfinder"])
     same_run(scen, order, RULE["cr_lcf"])
 
