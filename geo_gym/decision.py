@@ -43,6 +43,7 @@ from geo_gym.sim import (
 from geo_gym.state import SECONDS_PER_HOUR
 
 _jit = numba.njit(cache=True)
+_inline = numba.njit(cache=True, inline="always")
 
 NUM_GLOBAL = 10
 NUM_REGION = 4
@@ -194,14 +195,24 @@ def action_mask(o, e, out):
     out[w * NUM_RULES] = o.wait_ok[e]
 
 
+@_inline
+def reward(d_job_seconds, d_spent_usd, cost_weight, scale):
+    """One step's reward and its two parts (env.py, "Rewards"): (reward, JCT part, cost part)
+    = -(d hours in the system + cost_weight x d dollars) / scale, and each term alone. The
+    only place the reward is computed: the env, the vector env and their infos read it."""
+    total = -(d_job_seconds / SECONDS_PER_HOUR + cost_weight * d_spent_usd) / scale
+    jct = -d_job_seconds / SECONDS_PER_HOUR / scale
+    cost = -cost_weight * d_spent_usd / scale
+    return total, jct, cost
+
+
 @_jit
 def step_one(c, o, e, action, cost_weight, scale):
     """Apply one action to env e and bring it to its next decision.
 
     A masked (invalid) action is treated as "wait": time advances to the next event if there
-    is one, otherwise nothing happens. Returns (reward, invalid).
-    Reward = -(increase of sum over jobs in the system of hours spent + cost_weight x dollars
-    spent) / scale, so an episode's return is -(N avg JCT_h + cost_weight x total cost) / scale.
+    is one, otherwise nothing happens. Returns (reward, its JCT part, its cost part, invalid)
+    (``reward``), so an episode's return is -(N avg JCT_h + cost_weight x total cost) / scale.
     """
     area0 = c.job_seconds[e]
     spent0 = c.spent_usd[e]
@@ -219,8 +230,8 @@ def step_one(c, o, e, action, cost_weight, scale):
     if invalid and o.wait_ok[e]:
         advance(c, e)
     refresh(c, o, e)
-    reward = -((c.job_seconds[e] - area0) / SECONDS_PER_HOUR + cost_weight * (c.spent_usd[e] - spent0)) / scale
-    return reward, invalid
+    total, jct, cost = reward(c.job_seconds[e] - area0, c.spent_usd[e] - spent0, cost_weight, scale)
+    return total, jct, cost, invalid
 
 
 @_jit
@@ -330,29 +341,30 @@ def begin(c, o, e, obs, mask):
 
 @_jit
 def step_env(c, o, e, action, cost_weight, scale, obs, mask):
-    """``step_one``, then env e's observation and mask; returns (reward, invalid, terminated)."""
-    reward, invalid = step_one(c, o, e, action, cost_weight, scale)
+    """``step_one``, then env e's observation and mask; returns (reward, its JCT part, its cost
+    part, invalid, terminated)."""
+    total, jct, cost, invalid = step_one(c, o, e, action, cost_weight, scale)
     encode(c, o, e, obs)
     action_mask(o, e, mask)
-    return reward, invalid, done(c, e)
+    return total, jct, cost, invalid, done(c, e)
 
 
 @_jit
-def step_batch(c, o, actions, cost_weight, scale, rewards, invalid, terminated, obs, masks):
+def step_batch(c, o, actions, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated, obs, masks):
     """Step every env of the batch once: the native vector env's whole inner loop."""
     for e in range(actions.shape[0]):
-        rewards[e], invalid[e], terminated[e] = step_env(
+        rewards[e], reward_jct[e], reward_cost[e], invalid[e], terminated[e] = step_env(
             c, o, e, actions[e], cost_weight, scale[e], obs[e], masks[e]
         )
 
 
 @numba.njit(cache=True, parallel=True)
-def step_batch_parallel(c, o, actions, cost_weight, scale, rewards, invalid, terminated, obs, masks):
+def step_batch_parallel(c, o, actions, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated, obs, masks):
     """``step_batch`` with the envs spread over numba's threads (``numba.set_num_threads``).
     Env e reads and writes only row e of the core and the options (and allocates its own
     scratch), so the results are exactly those of ``step_batch``."""
     for e in numba.prange(actions.shape[0]):
-        rewards[e], invalid[e], terminated[e] = step_env(
+        rewards[e], reward_jct[e], reward_cost[e], invalid[e], terminated[e] = step_env(
             c, o, e, actions[e], cost_weight, scale[e], obs[e], masks[e]
         )
 

@@ -259,16 +259,15 @@ class GeoPipeEnv(gym.Env):
         if self.current_scenario is None:
             raise RuntimeError("call reset() before step()")
         a = _action_index(action)
-        area0, spent0 = float(self.core.job_seconds[0]), float(self.core.spent_usd[0])
-        reward, invalid, terminated = decision.step_env(
+        reward, reward_jct, reward_cost, invalid, terminated = decision.step_env(
             self.core, self.opts, 0, a, self.cost_weight, self._scale, self._obs, self._mask
         )
         terminated = bool(terminated)
         self._check_deadlock()
         info = self._info()
         info["invalid_action"] = bool(invalid)
-        info["reward_jct"] = -(float(self.core.job_seconds[0]) - area0) / SECONDS_PER_HOUR / self._scale
-        info["reward_cost"] = -self.cost_weight * (float(self.core.spent_usd[0]) - spent0) / self._scale
+        info["reward_jct"] = float(reward_jct)
+        info["reward_cost"] = float(reward_cost)
         if terminated:
             info.update(episode_summary(self.core, 0))
             info["reward_scale"] = self._scale

@@ -86,6 +86,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self._obs = np.zeros((self.num_envs,) + self.single_observation_space.shape, np.float32)
         self._masks = np.zeros((self.num_envs, self.single_action_space.n), np.bool_)
         self._rewards = np.zeros(self.num_envs)
+        self._reward_jct = np.zeros(self.num_envs)
+        self._reward_cost = np.zeros(self.num_envs)
         self._invalid = np.zeros(self.num_envs, np.bool_)
         self._terminated = np.zeros(self.num_envs, np.bool_)
         self._scale = np.ones(self.num_envs)
@@ -121,7 +123,6 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         if self.scenarios[0] is None:
             raise RuntimeError("call reset() before step()")
         actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
-        area0, spent0 = self.core.job_seconds.copy(), self.core.spent_usd.copy()
         self._step_batch(
             self.core,
             self.opts,
@@ -129,6 +130,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             self.cost_weight,
             self._scale,
             self._rewards,
+            self._reward_jct,
+            self._reward_cost,
             self._invalid,
             self._terminated,
             self._obs,
@@ -138,8 +141,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             self._check_deadlock(int(e))
         infos: dict[str, Any] = {
             "invalid_action": self._invalid.copy(),
-            "reward_jct": -(self.core.job_seconds - area0) / SECONDS_PER_HOUR / self._scale,
-            "reward_cost": -self.cost_weight * (self.core.spent_usd - spent0) / self._scale,
+            "reward_jct": self._reward_jct.copy(),
+            "reward_cost": self._reward_cost.copy(),
         }
         done_envs = np.flatnonzero(self._terminated)
         if done_envs.size:
