@@ -14,25 +14,24 @@ import torch
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from baselines.policies import layout_from_obs_size
 from geo_gym import decision
 
 
 class SlotEncoder(BaseFeaturesExtractor):
     """``num_regions``: the env's region count (``agents.training.make_model`` passes it);
-    without it the layout is inferred from the observation size, which is unique for up to 11
-    regions (``baselines.policies.layout_from_obs_size``)."""
+    without it the layout is inferred from the observation size, which is unique for up to
+    ``geo_gym.decision.MAX_INFERRED_REGIONS`` (45) regions (``decision.layout_from_obs_size``)."""
 
     def __init__(
         self, observation_space: gym.spaces.Box, slot_dim: int = 32, context_dim: int = 64,
         num_regions: int | None = None,
     ):
         size = int(observation_space.shape[0])
-        num_regions, window = layout_from_obs_size(size, num_regions)
+        num_regions, window = decision.layout_from_obs_size(size, num_regions)
         self.num_regions = num_regions
         self.context_size = decision.NUM_GLOBAL + decision.NUM_REGION * num_regions
         self.window = window
-        self.slot_size = (size - self.context_size) // window
+        self.slot_size = decision.PER_SLOT
         super().__init__(observation_space, context_dim + window * slot_dim)
         self.context = nn.Sequential(nn.Linear(self.context_size, context_dim), nn.ReLU())
         self.slot = nn.Sequential(

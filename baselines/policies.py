@@ -9,7 +9,6 @@ placement options are valid), and also exposes ``order_code`` / ``rule_code`` so
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,29 +16,9 @@ import numpy as np
 from geo_gym import decision, fixed
 from geo_gym.placement import NUM_RULES, RULE_NAMES
 
-# Slot blocks are NUM_SLOT + NUM_RULES * NUM_OPTION entries and each region adds NUM_REGION,
-# so two layouts have the same size when their region counts differ by a multiple of
-# per_slot / gcd(per_slot, NUM_REGION): up to that many regions the size alone is unambiguous.
-_PER_SLOT = decision.NUM_SLOT + NUM_RULES * decision.NUM_OPTION
-MAX_INFERRED_REGIONS = _PER_SLOT // math.gcd(_PER_SLOT, decision.NUM_REGION)
-
-
-def layout_from_obs_size(size: int, num_regions: int | None = None) -> tuple[int, int]:
-    """(num_regions, window) of an observation vector of ``size`` entries (layout in
-    geo_gym/env.py). Without ``num_regions`` it is inferred, which is unique for up to
-    ``MAX_INFERRED_REGIONS`` regions; envs with more must pass it (``env.num_regions``)."""
-    per_slot = _PER_SLOT
-    candidates = [num_regions] if num_regions is not None else range(1, MAX_INFERRED_REGIONS + 1)
-    for k in candidates:
-        rest = size - decision.NUM_GLOBAL - decision.NUM_REGION * k
-        if rest > 0 and rest % per_slot == 0:
-            return k, rest // per_slot
-    if num_regions is not None:
-        raise ValueError(f"observation of size {size} does not match the GeoPipe layout with {num_regions} regions")
-    raise ValueError(
-        f"observation of size {size} does not match the GeoPipe layout with up to "
-        f"{MAX_INFERRED_REGIONS} regions; pass num_regions (env.num_regions)"
-    )
+# The observation layout is named in geo_gym.decision; re-exported for callers of this module.
+MAX_INFERRED_REGIONS = decision.MAX_INFERRED_REGIONS
+layout_from_obs_size = decision.layout_from_obs_size
 
 
 class _ObsReader:
@@ -53,7 +32,7 @@ class _ObsReader:
         if key not in cls._cache:
             k, w = layout_from_obs_size(size, num_regions)
             feats, valid, alpha = decision.slot_feature_columns(w, k)
-            present = feats[:, 0] - 1
+            present = np.array([decision.slot_index(k, s, decision.S_PRESENT) for s in range(w)], dtype=np.int64)
             cls._cache[key] = (k, w, feats, valid, alpha, present)
         return cls._cache[key]
 
@@ -134,7 +113,7 @@ class RandomPolicy:
         _, w, _, valid, _, _ = _ObsReader.get(row.shape[0], num_regions)
         m = np.zeros(w * NUM_RULES + 1, dtype=np.bool_)
         m[: w * NUM_RULES] = row[valid.reshape(-1)] > 0
-        m[-1] = row[4] > 0  # the "waiting is possible" flag
+        m[-1] = row[decision.G_WAIT] > 0
         return m
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True):

@@ -9,6 +9,7 @@ and the vector env alike; ``geo_gym/env.py`` documents them for users.
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 
 import numba
@@ -18,6 +19,7 @@ from geo_gym.costmodel import alpha_nb, pipeline_iteration_time_nb
 from geo_gym.placement import (
     FEASIBLE,
     NUM_RULES,
+    RULE_NAMES,
     RULE_PATHFINDER,
     RULE_PATHFINDER_HALF,
     RULE_PATHFINDER_QUARTER,
@@ -45,12 +47,78 @@ from geo_gym.state import SECONDS_PER_HOUR
 _jit = numba.njit(cache=True)
 _inline = numba.njit(cache=True, inline="always")
 
-NUM_GLOBAL = 10
-NUM_REGION = 4
-NUM_SLOT = 9
-NUM_OPTION = 4
-MAX_STAGES_NORM = 128.0
-OBS_HIGH = 100.0  # observations are clipped to [0, OBS_HIGH]; log1p(hours) reaches it only past 1e43 h  # K* is divided by this: no Table III model has more layers
+# ------------------------------------------------------------------ the observation layout
+# Named once: the encoder below, the fixed policies (baselines/policies.py), the feature
+# extractor (agents/features.py), env.py's table and the tests read these names. The
+# observation is [globals | region 0 | ... | region K-1 | slot 0 | its options | slot 1 | ...].
+GLOBAL_FEATURES = (
+    "alpha", "free_share", "log_pending", "log_running", "wait_possible", "log_delayed",
+    "log_tracker_soonest_h", "tracker_coverage", "log_failures", "repair_share",
+)
+(G_ALPHA, G_FREE, G_PENDING, G_RUNNING, G_WAIT, G_DELAYED, G_TRACKER_SOONEST, G_TRACKER_COVERAGE,
+ G_FAILURES, G_REPAIR) = range(len(GLOBAL_FEATURES))
+REGION_FEATURES = ("free_share", "capacity_share", "price_share", "residual_bandwidth_share")
+R_FREE, R_CAPACITY, R_PRICE, R_BANDWIDTH = range(len(REGION_FEATURES))
+SLOT_FEATURES = (
+    "present", "intensity", "sensitivity", "log_remaining_h", "k_target", "log_waiting_h",
+    "log_job_failures", "retrieval_hit", "min_gpus",
+)
+(S_PRESENT, S_INTENSITY, S_SENSITIVITY, S_LOG_REMAINING, S_K_TARGET, S_LOG_WAITING,
+ S_JOB_FAILURES, S_RETRIEVAL_HIT, S_MIN_GPUS) = range(len(SLOT_FEATURES))
+OPTION_FEATURES = ("valid", "gpus_share", "log_runtime_h", "cost_rate")
+O_VALID, O_GPUS, O_LOG_RUNTIME, O_COST_RATE = range(len(OPTION_FEATURES))
+NUM_GLOBAL = len(GLOBAL_FEATURES)
+NUM_REGION = len(REGION_FEATURES)
+NUM_SLOT = len(SLOT_FEATURES)
+NUM_OPTION = len(OPTION_FEATURES)
+PER_SLOT = NUM_SLOT + NUM_RULES * NUM_OPTION  # a slot's block with its options
+# Two layouts have the same size when their region counts differ by a multiple of
+# PER_SLOT / gcd(PER_SLOT, NUM_REGION): up to that many regions the size alone tells the layout.
+MAX_INFERRED_REGIONS = PER_SLOT // math.gcd(PER_SLOT, NUM_REGION)
+MAX_STAGES_NORM = 128.0  # GPU counts are divided by this: no catalog model has more layers
+OBS_HIGH = 100.0  # observations are clipped to [0, OBS_HIGH]; log1p(hours) reaches it only past 1e43 h
+
+
+def region_index(num_regions: int, r: int, feature: int) -> int:
+    """Index of region r's ``feature`` (an R_* constant)."""
+    return NUM_GLOBAL + NUM_REGION * r + feature
+
+
+def slot_index(num_regions: int, s: int, feature: int) -> int:
+    """Index of queue slot s's ``feature`` (an S_* constant)."""
+    return NUM_GLOBAL + NUM_REGION * num_regions + s * PER_SLOT + feature
+
+
+def option_index(num_regions: int, s: int, rule: int, feature: int) -> int:
+    """Index of slot s's placement option ``rule``'s ``feature`` (an O_* constant)."""
+    return slot_index(num_regions, s, NUM_SLOT) + rule * NUM_OPTION + feature
+
+
+def feature_names(num_regions: int, window: int) -> list[str]:
+    """The name of every observation entry, in order (e.g. "slot3/min_gpus")."""
+    names = list(GLOBAL_FEATURES)
+    names += [f"region{r}/{f}" for r in range(num_regions) for f in REGION_FEATURES]
+    for s in range(window):
+        names += [f"slot{s}/{f}" for f in SLOT_FEATURES]
+        names += [f"slot{s}/{RULE_NAMES[r]}/{f}" for r in range(NUM_RULES) for f in OPTION_FEATURES]
+    return names
+
+
+def layout_from_obs_size(size: int, num_regions: int | None = None) -> tuple[int, int]:
+    """(num_regions, window) of an observation vector of ``size`` entries. Without
+    ``num_regions`` it is inferred, which is unique for up to ``MAX_INFERRED_REGIONS``
+    regions; envs with more must pass it (``env.num_regions``)."""
+    candidates = [num_regions] if num_regions is not None else range(1, MAX_INFERRED_REGIONS + 1)
+    for k in candidates:
+        rest = size - NUM_GLOBAL - NUM_REGION * k
+        if rest > 0 and rest % PER_SLOT == 0:
+            return k, rest // PER_SLOT
+    if num_regions is not None:
+        raise ValueError(f"observation of size {size} does not match the GeoPipe layout with {num_regions} regions")
+    raise ValueError(
+        f"observation of size {size} does not match the GeoPipe layout with up to "
+        f"{MAX_INFERRED_REGIONS} regions; pass num_regions (env.num_regions)"
+    )
 
 Options = namedtuple(
     "Options",
@@ -59,7 +127,7 @@ Options = namedtuple(
 
 
 def obs_size(num_regions: int, window: int) -> int:
-    return NUM_GLOBAL + NUM_REGION * num_regions + window * (NUM_SLOT + NUM_RULES * NUM_OPTION)
+    return NUM_GLOBAL + NUM_REGION * num_regions + window * PER_SLOT
 
 
 def num_actions(window: int) -> int:
@@ -274,39 +342,39 @@ def encode(c, o, e, out):
     repairing = 0
     for r in range(k):
         repairing += c.repairing[e, r]
-    out[0] = alpha_nb(resv, bw)
-    out[1] = free_total / max(cap_total, 1)
-    out[2] = np.log1p(c.n_pending[e])
-    out[3] = np.log1p(n_run)
-    out[4] = 1.0 if o.wait_ok[e] else 0.0
-    out[5] = np.log1p(c.n_delayed[e])
-    out[6] = np.log1p(soonest) if known > 0 else 0.0
-    out[7] = known / n_run if n_run > 0 else 0.0
-    out[8] = np.log1p(c.n_fail_total[e])
-    out[9] = repairing / max(cap_total, 1)
+    out[G_ALPHA] = alpha_nb(resv, bw)
+    out[G_FREE] = free_total / max(cap_total, 1)
+    out[G_PENDING] = np.log1p(c.n_pending[e])
+    out[G_RUNNING] = np.log1p(n_run)
+    out[G_WAIT] = 1.0 if o.wait_ok[e] else 0.0
+    out[G_DELAYED] = np.log1p(c.n_delayed[e])
+    out[G_TRACKER_SOONEST] = np.log1p(soonest) if known > 0 else 0.0
+    out[G_TRACKER_COVERAGE] = known / n_run if n_run > 0 else 0.0
+    out[G_FAILURES] = np.log1p(c.n_fail_total[e])
+    out[G_REPAIR] = repairing / max(cap_total, 1)
     p = NUM_GLOBAL
     for r in range(k):
         res = 0.0
         for v in range(k):
             if v != r:
                 res += max(0.0, bw[r, v] - resv[r, v])
-        out[p] = free[r] / max(cap[r], 1)
-        out[p + 1] = cap[r] / max_cap
-        out[p + 2] = price[r] / max_price
-        out[p + 3] = res / max(k - 1, 1) / max_bw
+        out[p + R_FREE] = free[r] / max(cap[r], 1)
+        out[p + R_CAPACITY] = cap[r] / max_cap
+        out[p + R_PRICE] = price[r] / max_price
+        out[p + R_BANDWIDTH] = res / max(k - 1, 1) / max_bw
         p += NUM_REGION
     for s in range(w):
         j = win[s] if s < n_win else -1
         if j >= 0:
-            out[p] = 1.0
-            out[p + 1] = feats[s, CAND_I]
-            out[p + 2] = feats[s, CAND_D]
-            out[p + 3] = feats[s, CAND_LOG_IDEAL]
-            out[p + 4] = kstar[j] / MAX_STAGES_NORM
-            out[p + 5] = np.log1p((t - submit[j]) / SECONDS_PER_HOUR)
-            out[p + 6] = np.log1p(c.n_fail[e, j])
-            out[p + 7] = 1.0 if c.pred_hit[e, j] else 0.0
-            out[p + 8] = c.min_gpus[e, j] / MAX_STAGES_NORM
+            out[p + S_PRESENT] = 1.0
+            out[p + S_INTENSITY] = feats[s, CAND_I]
+            out[p + S_SENSITIVITY] = feats[s, CAND_D]
+            out[p + S_LOG_REMAINING] = feats[s, CAND_LOG_IDEAL]
+            out[p + S_K_TARGET] = kstar[j] / MAX_STAGES_NORM
+            out[p + S_LOG_WAITING] = np.log1p((t - submit[j]) / SECONDS_PER_HOUR)
+            out[p + S_JOB_FAILURES] = np.log1p(c.n_fail[e, j])
+            out[p + S_RETRIEVAL_HIT] = 1.0 if c.pred_hit[e, j] else 0.0
+            out[p + S_MIN_GPUS] = c.min_gpus[e, j] / MAX_STAGES_NORM
         else:
             for q in range(NUM_SLOT):
                 out[p + q] = 0.0
@@ -318,10 +386,10 @@ def encode(c, o, e, out):
                 for q in range(k):
                     rate += alloc_e[s, r, q] * price[q]
                 remaining = remaining_pred(pred_iters[j], done_iters[j])
-                out[p] = 1.0
-                out[p + 1] = g / kstar[j]
-                out[p + 2] = np.log1p(remaining * titer_e[s, r] / SECONDS_PER_HOUR)
-                out[p + 3] = rate / (kstar[j] * max_price)
+                out[p + O_VALID] = 1.0
+                out[p + O_GPUS] = g / kstar[j]
+                out[p + O_LOG_RUNTIME] = np.log1p(remaining * titer_e[s, r] / SECONDS_PER_HOUR)
+                out[p + O_COST_RATE] = rate / (kstar[j] * max_price)
             else:
                 for q in range(NUM_OPTION):
                     out[p + q] = 0.0
@@ -397,15 +465,10 @@ def summary_values(c, e, out):
 
 def slot_feature_columns(window: int, num_regions: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Where the per-slot candidate features and per-option validity sit in the observation:
-    (indices of [I, D, log ideal] per slot (W, 3), indices of the option 'valid' flags (W, R),
-    index of alpha). Fixed policies read these to act from an observation alone."""
-    base = NUM_GLOBAL + NUM_REGION * num_regions
-    per_slot = NUM_SLOT + NUM_RULES * NUM_OPTION
-    feats = np.empty((window, 3), dtype=np.int64)
-    valid = np.empty((window, NUM_RULES), dtype=np.int64)
-    for s in range(window):
-        p = base + s * per_slot
-        feats[s] = [p + 1, p + 2, p + 3]
-        for r in range(NUM_RULES):
-            valid[s, r] = p + NUM_SLOT + r * NUM_OPTION
-    return feats, valid, 0
+    (indices of [I, D, log remaining] per slot (W, 3), indices of the option 'valid' flags
+    (W, R), index of alpha). Fixed policies read these to act from an observation alone."""
+    feats = np.array([[slot_index(num_regions, s, f) for f in (S_INTENSITY, S_SENSITIVITY, S_LOG_REMAINING)]
+                      for s in range(window)], dtype=np.int64).reshape(window, 3)
+    valid = np.array([[option_index(num_regions, s, r, O_VALID) for r in range(NUM_RULES)] for s in range(window)],
+                     dtype=np.int64).reshape(window, NUM_RULES)
+    return feats, valid, G_ALPHA

@@ -30,20 +30,39 @@ consistent, so the episode-return identity below holds for any action sequence.
 ## Observation Space
 ``Box(0, 100, (10 + 4K + W (9 + 4R),), float32)``:
 
-| index | feature |
-|---|---|
-| 0 | alpha (Eq. 11): reserved / total inter-region bandwidth |
-| 1 | free GPUs / all GPUs |
-| 2, 3 | log1p(pending jobs), log1p(running jobs) |
-| 4 | 1 if waiting is possible (an arrival, completion, failure, repair or re-queue will happen) |
-| 5 | log1p(failed jobs waiting to re-enter the queue) |
-| 6 | log1p(hours until the soonest completion the Metric Tracker can see), 0 when it sees none |
-| 7 | share of running jobs whose progress the tracker sees (1 = all; 0 also when none run) |
-| 8 | log1p(infrastructure failures so far) |
-| 9 | GPUs under repair / all GPUs |
-| 10 + 4r ... | region r: free/capacity, capacity/max capacity, price/max price, mean residual out-bandwidth / max link bandwidth |
-| slot block (9) | present, I_j (Eq. 9), D_j (Eq. 10) over the window, log1p(predicted remaining E_j(K*) h), K*/128 (the GPUs the rules aim at: K* over the counts its model fits on, capped by its GPU request, `geo_gym/start_rule.py`), log1p(hours since submission: queueing, plus any earlier attempts and re-queue delays), log1p(failures of this job), 1 if the prediction came from similar finished jobs, minimum GPUs/128 (the start rule's: no option places it on fewer) |
-| option block (4) per rule | valid, GPUs/K*, log1p(predicted remaining runtime h on that placement), cost rate: sum_r n_r P_r / (K* max_r P_r) |
+Names from ``geo_gym.decision`` (``GLOBAL_FEATURES``, ``REGION_FEATURES``, ``SLOT_FEATURES``,
+``OPTION_FEATURES``; ``decision.slot_index`` etc. give an entry's index, and
+``decision.feature_names(K, W)`` every entry's name):
+
+| block | index in block | name | feature |
+|---|---|---|---|
+| global | 0 | alpha | alpha (Eq. 11): reserved / total inter-region bandwidth |
+| global | 1 | free_share | free GPUs / all GPUs |
+| global | 2 | log_pending | log1p(pending jobs) |
+| global | 3 | log_running | log1p(running jobs) |
+| global | 4 | wait_possible | 1 if waiting is possible (an arrival, completion, failure, repair or re-queue will happen) |
+| global | 5 | log_delayed | log1p(failed jobs waiting to re-enter the queue) |
+| global | 6 | log_tracker_soonest_h | log1p(hours until the soonest completion the Metric Tracker can see), 0 when it sees none |
+| global | 7 | tracker_coverage | share of running jobs whose progress the tracker sees (1 = all; 0 also when none run) |
+| global | 8 | log_failures | log1p(infrastructure failures so far) |
+| global | 9 | repair_share | GPUs under repair / all GPUs |
+| region r | 0 | free_share | free / capacity |
+| region r | 1 | capacity_share | capacity / largest capacity |
+| region r | 2 | price_share | price / highest price |
+| region r | 3 | residual_bandwidth_share | mean residual out-bandwidth / largest link bandwidth |
+| slot s | 0 | present | 1 if a job sits in the slot |
+| slot s | 1 | intensity | I_j (Eq. 9) over the window |
+| slot s | 2 | sensitivity | D_j (Eq. 10) over the window |
+| slot s | 3 | log_remaining_h | log1p(predicted remaining E_j(K*) h) |
+| slot s | 4 | k_target | K*/128: the GPUs the rules aim at (K* over the counts its model fits on, capped by its GPU request, `geo_gym/start_rule.py`) |
+| slot s | 5 | log_waiting_h | log1p(hours since submission: queueing, plus any earlier attempts and re-queue delays) |
+| slot s | 6 | log_job_failures | log1p(failures of this job) |
+| slot s | 7 | retrieval_hit | 1 if the prediction came from similar finished jobs |
+| slot s | 8 | min_gpus | minimum GPUs/128 (the start rule's: no option places it on fewer) |
+| option (s, rule) | 0 | valid | 1 if the rule places the job now |
+| option (s, rule) | 1 | gpus_share | GPUs / K* |
+| option (s, rule) | 2 | log_runtime_h | log1p(predicted remaining runtime h on that placement) |
+| option (s, rule) | 3 | cost_rate | sum_r n_r P_r / (K* max_r P_r) |
 
 Slot s occupies ``10 + 4K + s (9 + 4R)``, its options follow it. Future submissions are not
 shown (a real scheduler does not know them), nor are true durations or failure times. Values are clipped at 100. Durations shown are

@@ -222,3 +222,22 @@ def test_reward_parts_add_up_and_the_scale_ignores_fates_and_predictions():
     final = _first_valid_rollout(GeoPipeEnv("paper-default", {"num_jobs": 12}, uncertainty=other), 2)[-1][1]
     assert any(j["iters"] < j["configured_iters"] for j in final["jobs"])
     assert final["reward_scale"] == runs[0.5][-1][1]["reward_scale"]
+
+
+def test_the_docstring_table_names_every_feature_in_layout_order():
+    # The observation layout is named once (geo_gym.decision); env.py's table must follow it.
+    from geo_gym import decision
+    from geo_gym.env import __doc__ as doc
+
+    rows = [line.split("|")[1:4] for line in doc.splitlines() if line.startswith("| ") and "|" in line[2:]]
+    table = [(block.strip(), int(i), name.strip()) for block, i, name in rows if i.strip().isdigit()]
+    want = [("global", i, n) for i, n in enumerate(decision.GLOBAL_FEATURES)]
+    want += [("region r", i, n) for i, n in enumerate(decision.REGION_FEATURES)]
+    want += [("slot s", i, n) for i, n in enumerate(decision.SLOT_FEATURES)]
+    want += [("option (s, rule)", i, n) for i, n in enumerate(decision.OPTION_FEATURES)]
+    assert table == want
+    env = GeoPipeEnv("paper-default", window=3)
+    names = decision.feature_names(env.num_regions, env.window)
+    assert len(names) == env.observation_space.shape[0]
+    assert names[decision.slot_index(env.num_regions, 2, decision.S_MIN_GPUS)] == "slot2/min_gpus"
+    assert names[decision.option_index(env.num_regions, 1, 8, decision.O_VALID)] == "slot1/pathfinder_quarter/valid"

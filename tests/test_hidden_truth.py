@@ -117,7 +117,7 @@ def test_tracker_noise_reaches_the_observation():
         env = GeoPipeEnv("paper-default", uncertainty=unc)
         _, info = env.reset(seed=3)
         obs, *_ = env.step(int(np.flatnonzero(info["action_mask"])[0]))  # one job running
-        seen.append(obs[6])  # log1p(hours until the soonest completion the tracker sees)
+        seen.append(obs[decision.G_TRACKER_SOONEST])
     assert seen[0] > 0 and seen[1] > 0 and seen[0] != seen[1]
 
 
@@ -133,7 +133,7 @@ def test_a_failure_takes_gpus_per_failure_gpus_and_shows_in_the_observation():
     obs, _, _, _, info = env.step(0 * len(RULE_NAMES) + RULE_PATHFINDER)
     assert env.core.now_s[0] == pytest.approx(3 * 3600) and env.core.n_fail[0, 0] == 1
     assert env.core.repairing[0].tolist() == [3] and env.core.free[0].tolist() == [45]
-    assert obs[8] == pytest.approx(math.log1p(1))  # one failure so far
-    assert obs[9] == pytest.approx(3 / 48)  # GPUs under repair / all GPUs
+    assert obs[decision.G_FAILURES] == pytest.approx(math.log1p(1))  # one failure so far
+    assert obs[decision.G_REPAIR] == pytest.approx(3 / 48)  # GPUs under repair / all GPUs
     feats, _, _ = decision.slot_feature_columns(1, 1)
     assert obs[feats[0, 0] + 5] == pytest.approx(math.log1p(1))  # the slot's job failed once

@@ -6,7 +6,7 @@ import pytest
 
 import baselines
 import geo_gym
-from geo_gym import catalog, fixed, loading, sim
+from geo_gym import catalog, decision, fixed, loading, sim
 from geo_gym.cluster import Cluster, Region
 from geo_gym.env import GeoPipeEnv
 from geo_gym.placement import RULE_PATHFINDER
@@ -147,8 +147,9 @@ def test_metric_tracker_in_the_observation():
     c = perfect.core
     j = int(c.running[0, 0])
     truth_h = (c.end_s[0, j] - c.now_s[0]) / 3600
-    assert perfect._obs[7] == 1.0 and perfect._obs[6] == pytest.approx(np.log1p(truth_h), rel=1e-5)
-    assert blind._obs[7] == 0.0 and blind._obs[6] == 0.0
+    coverage, soonest = decision.G_TRACKER_COVERAGE, decision.G_TRACKER_SOONEST
+    assert perfect._obs[coverage] == 1.0 and perfect._obs[soonest] == pytest.approx(np.log1p(truth_h), rel=1e-5)
+    assert blind._obs[coverage] == 0.0 and blind._obs[soonest] == 0.0
 
 
 def test_schedmate_sjf_runs_with_its_own_predictor_and_handler():

@@ -289,24 +289,24 @@ def check_state(env: GeoPipeEnv, obs: np.ndarray, mem: np.ndarray, want: np.ndar
     waiting = np.isin(c.status[0, :n], (sim.PENDING_FUTURE, sim.PENDING, sim.DELAYED))
     assert (c.gpus[0, :n][waiting] == 0).all()  # only running (and finished) jobs hold GPUs
     k = env.num_regions
-    base = decision.NUM_GLOBAL + decision.NUM_REGION * k
-    per_slot = decision.NUM_SLOT + NUM_RULES * decision.NUM_OPTION
     o = env.opts
     for s in range(env.window):
-        p = base + s * per_slot
+        def slot(feature, s=s):
+            return obs[decision.slot_index(k, s, feature)]
+
         if s < o.n_win[0]:
             j = o.win[0, s]
             assert c.status[0, j] == sim.PENDING
-            assert obs[p] == 1.0
-            assert obs[p + 8] == np.float32(c.min_gpus[0, j] / decision.MAX_STAGES_NORM) == np.float32(
+            assert slot(decision.S_PRESENT) == 1.0
+            assert slot(decision.S_MIN_GPUS) == np.float32(c.min_gpus[0, j] / decision.MAX_STAGES_NORM) == np.float32(
                 want[j] / 128.0)
-            assert obs[p + 4] == np.float32(c.k_target[0, j] / decision.MAX_STAGES_NORM)
+            assert slot(decision.S_K_TARGET) == np.float32(c.k_target[0, j] / decision.MAX_STAGES_NORM)
             # every valid option of this slot places at least the minimum
             for r in range(NUM_RULES):
                 if o.g[0, s, r] > 0:
                     assert o.g[0, s, r] >= want[j] and o.alloc[0, s, r].sum() == o.g[0, s, r]
         else:
-            assert obs[p + 8] == 0.0 and obs[p] == 0.0
+            assert slot(decision.S_MIN_GPUS) == 0.0 and slot(decision.S_PRESENT) == 0.0
     return len(running)
 
 
