@@ -12,8 +12,10 @@
 | schedmate_sjf | SJF on SchedMate retrieval predictions, failure handler on | Pathfinder + Cost-Min |
 | random | uniform over valid actions | (any option) |
 
-Every policy is capped at K* GPUs per job (paper IV-A), or at the job's GPU request when that is
-smaller (`JobSpec.max_gpus`, trace jobs): the rules never exceed it.
+Every rule aims at the job's k_target (geo_gym/start_rule.py): K* (paper IV-A), or the job's GPU
+request when that is smaller (`JobSpec.max_gpus`); under the start rule `request` (the trace
+mapping's default) exactly the request, at most the model's layer count, which can exceed K*.
+No rule places a job on fewer GPUs than its start rule's minimum (by default its memory minimum).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class FixedPolicy:
     region count, needed to read observations of envs with more than
     ``MAX_INFERRED_REGIONS`` (45) regions
     (``layout_from_obs_size``); ``strict``: only the first job in the order may start (no
-    backfilling past a job that cannot be placed; DESIGN.md's strict-order mode)."""
+    backfilling past a job that cannot be placed; docs/design.md's strict-order mode)."""
 
     name: str
     order: str

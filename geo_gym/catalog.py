@@ -32,7 +32,7 @@ A6000 = GPUType(
     name="A6000",
     memory_gb=48.0,  # NVIDIA RTX A6000 datasheet
     effective_flops=A6000_PEAK_FLOPS * ASSUMED_MFU,
-    power_kw=0.3,  # shared/DESIGN.md: reproduces the paper's Fig. 1 dollar figures within ~5%
+    power_kw=0.3,  # docs/design.md: reproduces the paper's Fig. 1 dollar figures within ~5%
 )
 
 
@@ -125,7 +125,7 @@ DEFAULT_MICRO_BATCH = 1  # samples per micro-batch: A_j(Llama-70B) = 33.5 MB, th
 DEFAULT_EPOCHS = 1.0
 BYTES_PER_ACTIVATION = 2  # BF16 activations and gradients
 # Per-stage, per-micro-batch overhead (kernel launches, P2P handshakes, recompute share).
-# Calibrated, as shared/DESIGN.md asks, so that K* of the Table III models spans ~40-80 GPUs.
+# Calibrated, as docs/design.md asks, so that K* of the Table III models spans ~40-80 GPUs.
 DEFAULT_STAGE_OVERHEAD_S = 0.15
 DEFAULT_INTRA_REGION_GBPS = 100.0  # stage-to-stage bandwidth inside a region (100 Gb/s fabric)
 

@@ -30,7 +30,7 @@ def t_comp(work: float, num_stages: int, stage_overhead: float) -> float:
     """t^j_comp(L): forward time of one micro-batch on one of L stages (Table I).
 
     The model's work splits evenly over the stages; the constant per-stage overhead is what
-    makes Eq. (13)'s K* finite (shared/DESIGN.md). L never exceeds the layer count.
+    makes Eq. (13)'s K* finite (docs/design.md). L never exceeds the layer count.
     """
     return work / num_stages + stage_overhead
 

@@ -54,7 +54,7 @@ Names from ``geo_gym.decision`` (``GLOBAL_FEATURES``, ``REGION_FEATURES``, ``SLO
 | slot s | 1 | intensity | I_j (Eq. 9) over the window |
 | slot s | 2 | sensitivity | D_j (Eq. 10) over the window |
 | slot s | 3 | log_remaining_h | log1p(predicted remaining E_j(K*) h) |
-| slot s | 4 | k_target | K*/128: the GPUs the rules aim at (K* over the counts its model fits on, capped by its GPU request, `geo_gym/start_rule.py`) |
+| slot s | 4 | k_target | k_target/128: the GPUs the rules aim at (K* over the counts its model fits on, capped by its GPU request; under start rule `request` the request itself, `geo_gym/start_rule.py`) |
 | slot s | 5 | log_waiting_h | log1p(hours since submission: queueing, plus any earlier attempts and re-queue delays) |
 | slot s | 6 | log_job_failures | log1p(failures of this job) |
 | slot s | 7 | retrieval_hit | 1 if the prediction came from similar finished jobs |

@@ -5,7 +5,7 @@ SJF) decide here on the compiled fast path (``run_fixed_policy``, used by ``geo_
 through the env they read the same candidate features from the observation and order them
 with the same ``order_key``, so both paths decide identically (tests/test_baselines.py).
 At a scheduling point a policy walks the pending jobs in its order and starts the first one its
-rule can place (backfilling, DESIGN.md), or with ``strict`` only the first job in its order.
+rule can place (backfilling, docs/design.md), or with ``strict`` only the first job in its order.
 """
 
 from __future__ import annotations

@@ -72,9 +72,9 @@ class CoreType(types.StructRef):
 class Core(structref.StructRefProxy):
     """The simulator state: one array per field of ``geo_gym.state``, leading axis = env.
 
-    Compiled code receives it as a numba StructRef, i.e. one pointer. (With a namedtuple of
-    the ~80 arrays, numba counted a reference to every array on each call of a compiled
-    function with branches; that was most of a step.) Python
+    Compiled code receives it as a numba StructRef, i.e. one pointer. (Given a tuple of the
+    ~80 arrays, numba would count a reference to every array on each call of a compiled
+    function with branches, which would be most of a step.) Python
     reads and writes the very same numpy arrays as attributes, ``core.free[e]`` etc."""
 
     _fields = FIELDS

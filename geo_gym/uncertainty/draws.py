@@ -1,6 +1,6 @@
 """Every random number the uncertainty model needs in an episode, drawn once at reset.
 
-shared/DESIGN.md ("Every random draw comes from the env's seeded generator"): the numba core
+docs/design.md ("Every random draw comes from the env's seeded generator"): the numba core
 stays deterministic and every policy sees the same random numbers (common random numbers).
 Each component draws from its own child generator (``Generator.spawn``), and every array is
 drawn whatever the configuration, so switching a component on or off, or changing
