@@ -79,16 +79,21 @@ def test_random_policy_is_seeded_and_valid():
 
 
 def test_policies_read_envs_with_more_regions_than_the_size_tells():
-    # 10 + 4K + 45W repeats when K differs by 45: a 46-region window-8 observation has the
-    # size of a 1-region window-12 one, so the layout comes from the env, not the size.
-    from baselines.policies import MAX_INFERRED_REGIONS, layout_from_obs_size
+    # Sizes repeat when the region count differs by MAX_INFERRED_REGIONS (45 with today's
+    # blocks): a (MAX + 1)-region observation has the size of a 1-region one with a longer
+    # window, so the layout comes from the env, not the size.
+    import math
 
-    assert MAX_INFERRED_REGIONS == 45
-    env = GeoPipeEnv("random", {"num_regions": 46, "num_jobs": 10}, window=8)
+    from baselines.policies import MAX_INFERRED_REGIONS, layout_from_obs_size
+    from geo_gym import decision
+
+    assert MAX_INFERRED_REGIONS == decision.PER_SLOT // math.gcd(decision.PER_SLOT, decision.NUM_REGION)
+    k = MAX_INFERRED_REGIONS + 1
+    env = GeoPipeEnv("random", {"num_regions": k, "num_jobs": 10}, window=8)
     size = env.observation_space.shape[0]
-    assert layout_from_obs_size(size) == (1, 12)  # the inference alone is wrong here
-    assert layout_from_obs_size(size, 46) == (46, 8)
-    for policy in (baselines.make("bace_pipe", num_regions=46), baselines.make("random", num_regions=46)):
+    assert layout_from_obs_size(size)[0] == 1  # the inference alone is wrong here
+    assert layout_from_obs_size(size, k) == (k, 8)
+    for policy in (baselines.make("bace_pipe", num_regions=k), baselines.make("random", num_regions=k)):
         obs, info = env.reset(seed=1)
         for _ in range(200):
             a = int(policy.predict(obs)[0])
@@ -98,7 +103,7 @@ def test_policies_read_envs_with_more_regions_than_the_size_tells():
                 break
         assert done
     # simulate hands the env's region count to a policy that reads the observation
-    kwargs = {"num_regions": 46, "num_jobs": 10}
+    kwargs = {"num_regions": k, "num_jobs": 10}
     res = simulate("random", baselines.make("random", seed=0), seed=1, scenario_kwargs=kwargs)
     assert res.summary["num_jobs"] == 10 and res.summary["invalid_actions"] == 0
 

@@ -106,12 +106,15 @@ def test_a_crash_loses_at_most_one_checkpoint_interval(tmp_path):
     assert not (tmp_path / "last-partial.zip").exists()  # the atomic write left no partial file
 
 
-def test_the_agent_reads_the_layout_of_a_forty_six_region_env():
-    # The observation size alone would read 46 regions x window 8 as 1 region x window 12.
-    env = make_vec_env(2, "random", {"num_regions": 46, "num_jobs": 6}, seed=0)
+def test_the_agent_reads_the_layout_of_an_env_with_more_regions_than_the_size_tells():
+    # The observation size alone would read MAX + 1 regions x window 8 as 1 region.
+    from geo_gym.decision import MAX_INFERRED_REGIONS
+
+    k = MAX_INFERRED_REGIONS + 1
+    env = make_vec_env(2, "random", {"num_regions": k, "num_jobs": 6}, seed=0)
     model = make_model("maskable-ppo", env, seed=0, tensorboard_log=None, n_steps=32, batch_size=32)
     encoder = model.policy.features_extractor
-    assert (encoder.num_regions, encoder.window) == (46, 8)
+    assert (encoder.num_regions, encoder.window) == (k, 8)
     obs = env.reset()
     actions, _ = AgentPolicy(model).predict(obs)
     assert env.action_masks()[np.arange(2), actions].all()
