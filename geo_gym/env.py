@@ -82,9 +82,11 @@ Empty cluster at t = 0; the workload is drawn from the scenario with a seed from
 ``self.np_random`` (so ``reset(seed=s)`` fixes it); jobs submitted at t = 0 are queued.
 
 ## Episode End
-Terminated when every job has ended; never truncated (use a TimeLimit wrapper for that).
-At the end ``info`` holds ``avg_jct_h``, ``total_cost``, ``makespan_h``, ``avg_wait_h``,
-``failures``, ``reward_scale`` and ``jobs`` (records).
+Terminated when every job has ended. At the end ``info`` holds ``avg_jct_h``, ``total_cost``,
+``makespan_h``, ``avg_wait_h``, ``failures``, ``reward_scale`` and ``jobs`` (records).
+Truncated after ``max_idle_steps`` consecutive steps that change nothing: a masked action
+when no event is pending (time cannot advance and nothing is placed), so that no policy,
+masked or not, can loop forever. A truncated episode's ``info`` has ``truncated_idle`` = True.
 
 ## Arguments
 ``scenario`` (name or ``Scenario``), ``scenario_kwargs`` (its knobs), ``window`` (W, 8),
@@ -93,7 +95,8 @@ sized for; it grows to fit any workload),
 ``uncertainty`` (an ``UncertaintyConfig`` or a preset name: "perfect" (default), "realistic",
 "schedmate"), ``warmup_workloads`` (workloads whose jobs pre-fill the retrieval history),
 ``warmup_scenario`` (instead, one fixed workload whose jobs pre-fill it, e.g. the preceding
-trace window), ``start_rule`` (how few GPUs a job may start on: "memory", the physical minimum
+trace window), ``max_idle_steps`` (100: consecutive steps that change nothing before the
+episode is truncated), ``start_rule`` (how few GPUs a job may start on: "memory", the physical minimum
 of its model's memory, is the built-in scenarios' default; "any", "fraction:X", "kstar",
 "request"; None keeps the scenario's own; ``geo_gym/start_rule.py``).
 """
@@ -204,6 +207,7 @@ class GeoPipeEnv(gym.Env):
         warmup_workloads: int = 0,
         warmup_scenario: Scenario | None = None,
         start_rule: StartRule | str | None = None,
+        max_idle_steps: int = 100,
     ):
         if int(window) != window or window < 1:
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
@@ -213,6 +217,10 @@ class GeoPipeEnv(gym.Env):
         self.scenario_kwargs = dict(scenario_kwargs or {})
         self.window = int(window)
         self.cost_weight = float(cost_weight)
+        if isinstance(max_idle_steps, bool) or int(max_idle_steps) != max_idle_steps or max_idle_steps < 1:
+            raise ValueError(f"max_idle_steps must be an integer >= 1, got {max_idle_steps!r}")
+        self.max_idle_steps = int(max_idle_steps)
+        self._idle_steps = 0
         self.uncertainty = as_uncertainty(uncertainty)
         if int(warmup_workloads) != warmup_workloads or warmup_workloads < 0:
             raise ValueError(f"warmup_workloads must be an integer >= 0, got {warmup_workloads!r}")
@@ -264,6 +272,7 @@ class GeoPipeEnv(gym.Env):
         self.current_scenario = scen
         decision.begin(self.core, self.opts, 0, self._obs, self._mask)
         self._check_deadlock()
+        self._idle_steps = 0
         return self._obs.copy(), self._info()
 
     def _check_deadlock(self) -> None:
@@ -278,10 +287,14 @@ class GeoPipeEnv(gym.Env):
         if self.current_scenario is None:
             raise RuntimeError("call reset() before step()")
         a = _action_index(action)
+        could_wait = bool(self.opts.wait_ok[0])
         reward, reward_jct, reward_cost, invalid, terminated = decision.step_env(
             self.core, self.opts, 0, a, self.cost_weight, self._scale, self._obs, self._mask
         )
         terminated = bool(terminated)
+        # an invalid action with no pending event changes nothing (the step's contract)
+        self._idle_steps = self._idle_steps + 1 if invalid and not could_wait else 0
+        truncated = not terminated and self._idle_steps >= self.max_idle_steps
         self._check_deadlock()
         info = self._info()
         info["invalid_action"] = bool(invalid)
@@ -291,7 +304,9 @@ class GeoPipeEnv(gym.Env):
             info.update(episode_summary(self.core, 0))
             info["reward_scale"] = self._scale
             info["jobs"] = episode_records(self.core, 0, self.jobs, self.current_scenario.cluster.names)
-        return self._obs.copy(), float(reward), terminated, False, info
+        if truncated:
+            info["truncated_idle"] = True
+        return self._obs.copy(), float(reward), terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:
         """sb3-contrib MaskablePPO's hook."""

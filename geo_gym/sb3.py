@@ -43,7 +43,7 @@ class SB3VecEnv(VecEnv):
         dones = terminated | truncated
         for e in np.flatnonzero(dones):
             infos[e]["terminal_observation"] = info["final_obs"][e]
-            infos[e]["TimeLimit.truncated"] = False
+            infos[e]["TimeLimit.truncated"] = bool(truncated[e])
             for key in (*SUMMARY_KEYS, "reward_scale"):
                 infos[e][key] = float(info["final_info"][key][e])
             infos[e]["episode"] = {"r": float(self._ep_return[e]), "l": int(self._ep_len[e])}

@@ -7,9 +7,11 @@ have a leading env axis, and ``decision.step_batch`` loops over the envs in numb
 costs no Python per env; only episode ends (new workload) go back to Python. With
 ``parallel=True`` the loop runs on numba's threads (``decision.step_batch_parallel``).
 
-Autoreset is ``SAME_STEP``: a finished sub-env is reset inside the step that ended it; that
-step returns the new episode's first observation, with ``info["final_obs"]`` /
-``info["final_info"]`` (and ``_final_obs`` / ``_final_info`` masks) for the finished one.
+Autoreset is ``SAME_STEP``: a finished sub-env (terminated, or truncated after
+``max_idle_steps`` steps that changed nothing, as ``GeoPipeEnv``) is reset inside the step that
+ended it; that step returns the new episode's first observation, with ``info["final_obs"]`` /
+``info["final_info"]`` (and ``_final_obs`` / ``_final_info`` masks) for the finished one
+(``final_info["truncated_idle"]`` marks truncations, whose unfinished jobs make the JCT NaN).
 
 Infos are batched arrays: every step carries ``action_mask`` (N, n_actions), and
 ``invalid_action``, ``reward_jct``, ``reward_cost`` (the reward's two parts, as
@@ -56,6 +58,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         warmup_scenario=None,
         parallel: bool = False,
         start_rule=None,
+        max_idle_steps: int = 100,
         **kwargs,
     ):
         if int(num_envs) != num_envs or num_envs < 1:
@@ -65,7 +68,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         # The single env validates the arguments and fixes the spaces.
         self._template = GeoPipeEnv(
             scenario, scenario_kwargs, window, cost_weight, max_jobs, uncertainty, warmup_workloads,
-            warmup_scenario, start_rule,
+            warmup_scenario, start_rule, max_idle_steps,
         )
         self.num_envs = int(num_envs)
         self.parallel = bool(parallel)
@@ -76,6 +79,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.cost_weight = self._template.cost_weight
         self.start_rule = self._template.start_rule
+        self.max_idle_steps = self._template.max_idle_steps
         k, w = self._template.num_regions, self._template.window
         self.num_regions, self.window = k, w
         self.core = sim.ensure(
@@ -90,6 +94,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self._reward_cost = np.zeros(self.num_envs)
         self._invalid = np.zeros(self.num_envs, np.bool_)
         self._terminated = np.zeros(self.num_envs, np.bool_)
+        self._idle_steps = np.zeros(self.num_envs, np.int64)
         self._scale = np.ones(self.num_envs)
         self._rngs: list[np.random.Generator] = [seeding.np_random(None)[0] for _ in range(num_envs)]
         self.jobs: list[list] = [[] for _ in range(num_envs)]
@@ -103,6 +108,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         )
         decision.begin(self.core, self.opts, e, self._obs[e], self._masks[e])
         self._check_deadlock(e)
+        self._idle_steps[e] = 0
 
     def _check_deadlock(self, e: int) -> None:
         if self.opts.deadlock[e]:
@@ -123,6 +129,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         if self.scenarios[0] is None:
             raise RuntimeError("call reset() before step()")
         actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        could_wait = self.opts.wait_ok.copy()
         self._step_batch(
             self.core,
             self.opts,
@@ -144,7 +151,11 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             "reward_jct": self._reward_jct.copy(),
             "reward_cost": self._reward_cost.copy(),
         }
-        done_envs = np.flatnonzero(self._terminated)
+        # GeoPipeEnv's truncation: max_idle_steps steps in a row that changed nothing
+        idle = self._invalid & ~could_wait
+        self._idle_steps = np.where(idle, self._idle_steps + 1, 0)
+        truncated = ~self._terminated & (self._idle_steps >= self.max_idle_steps)
+        done_envs = np.flatnonzero(self._terminated | truncated)
         if done_envs.size:
             final_obs = np.empty(self.num_envs, dtype=object)
             values = np.zeros((len(SUMMARY_KEYS), self.num_envs))
@@ -156,18 +167,13 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
                 self._load(int(e))
             summary = dict(zip(SUMMARY_KEYS, values, strict=True))
             summary["reward_scale"] = scale
-            mask = self._terminated.copy()
+            summary["truncated_idle"] = truncated.copy()
+            mask = self._terminated | truncated
             summary.update({f"_{key}": mask for key in summary})
             infos.update(final_obs=final_obs, _final_obs=mask, final_info=summary, _final_info=mask)
         infos["action_mask"] = self._masks.copy()
         infos["time_h"] = self.core.now_s / SECONDS_PER_HOUR
-        return (
-            self._obs.copy(),
-            self._rewards.copy(),
-            self._terminated.copy(),
-            np.zeros(self.num_envs, np.bool_),
-            infos,
-        )
+        return self._obs.copy(), self._rewards.copy(), self._terminated.copy(), truncated, infos
 
     def action_masks(self) -> np.ndarray:
         return self._masks.copy()

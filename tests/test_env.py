@@ -9,6 +9,7 @@ import geo_gym  # noqa: F401
 from geo_gym import sim
 from geo_gym.env import GeoPipeEnv
 from geo_gym.placement import FEASIBLE, NUM_RULES, VIOLATES_BANDWIDTH, VIOLATES_GPUS
+from geo_gym.vector import GeoPipeVectorEnv
 
 
 def rollout(env, seed, policy_seed=0, invalid_share=0.0):
@@ -241,3 +242,51 @@ def test_the_docstring_table_names_every_feature_in_layout_order():
     assert len(names) == env.observation_space.shape[0]
     assert names[decision.slot_index(env.num_regions, 2, decision.S_MIN_GPUS)] == "slot2/min_gpus"
     assert names[decision.option_index(env.num_regions, 1, 8, decision.O_VALID)] == "slot1/pathfinder_quarter/valid"
+
+
+def _always_masked_wait(env, steps):
+    """Step ``env`` with the wait action while waiting is masked (nothing is pending at t = 0
+    on paper-default: every job is queued, none runs), i.e. a step that changes nothing."""
+    obs, info = env.reset(seed=0)
+    assert not info["action_mask"][env.wait_action]
+    for i in range(steps):
+        obs, reward, terminated, truncated, info = env.step(env.wait_action)
+        assert reward == 0.0 and info["invalid_action"] and not terminated
+        if truncated:
+            return i + 1, info
+    return None, info
+
+
+def test_an_episode_of_steps_that_change_nothing_is_truncated():
+    steps, info = _always_masked_wait(GeoPipeEnv("paper-default", max_idle_steps=7), 50)
+    assert steps == 7 and info["truncated_idle"]
+    env = GeoPipeEnv("paper-default")
+    assert _always_masked_wait(env, 500)[0] == env.max_idle_steps == 100
+    with pytest.raises(ValueError, match="max_idle_steps"):
+        GeoPipeEnv("paper-default", max_idle_steps=0)
+
+
+def test_the_vector_env_truncates_and_resets_idle_envs():
+    venv = GeoPipeVectorEnv(2, "paper-default", max_idle_steps=3)
+    obs, info = venv.reset(seed=0)
+    wait = venv._template.wait_action
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        valid = int(rng.choice(np.flatnonzero(info["action_mask"][1])))
+        obs, _, terminated, truncated, info = venv.step([wait, valid])  # env 0 idles, env 1 acts
+    assert truncated.tolist() == [True, False] and not terminated.any()
+    assert info["_final_info"].tolist() == [True, False] and info["final_info"]["truncated_idle"][0]
+    assert info["time_h"][0] == 0.0 and not info["action_mask"][0][wait]  # env 0 starts afresh
+
+
+def test_sb3_evaluate_policy_returns_for_a_policy_stuck_on_a_masked_action():
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    env = gym.make("geo_gym/GeoPipe-v0", scenario="paper-default", max_idle_steps=10)
+
+    class AlwaysWait:  # an unmasked policy's worst case: the same invalid action forever
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):
+            return np.full(len(obs), env.unwrapped.wait_action), None
+
+    mean, _ = evaluate_policy(AlwaysWait(), env, n_eval_episodes=2, deterministic=True)
+    assert mean == 0.0  # nothing happened, and the episodes ended
