@@ -182,14 +182,21 @@ def episode_summary(core: sim.Core, e: int) -> dict[str, float]:
     return out
 
 
-def _action_index(action) -> int:
-    """An action as a Python int: an int, a numpy integer, or a one-element integer array."""
-    if isinstance(action, (int, np.integer)):
-        return int(action)
-    a = np.asarray(action)
-    if a.size != 1 or not np.issubdtype(a.dtype, np.integer):
+def _action_index(action, n: int | None = None) -> int:
+    """An action as a Python int: an int, a numpy integer, or a one-element integer array;
+    with ``n``, one of Discrete(n)'s 0..n-1 (anything else is an error, not a "wait")."""
+    if isinstance(action, bool):
         raise ValueError(f"an action is one integer, got {action!r}")
-    return int(a.reshape(()))
+    if isinstance(action, (int, np.integer)):
+        a = int(action)
+    else:
+        arr = np.asarray(action)
+        if arr.size != 1 or not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"an action is one integer, got {action!r}")
+        a = int(arr.reshape(()))
+    if n is not None and not 0 <= a < n:
+        raise ValueError(f"action {a} is outside the action space Discrete({n})")
+    return a
 
 
 class GeoPipeEnv(gym.Env):
@@ -211,6 +218,9 @@ class GeoPipeEnv(gym.Env):
     ):
         if int(window) != window or window < 1:
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
+        if max_jobs is not None and (isinstance(max_jobs, bool) or not isinstance(max_jobs, int | np.integer)
+                                     or max_jobs < 1):
+            raise ValueError(f"max_jobs must be an integer >= 1 or None, got {max_jobs!r}")
         if not (cost_weight >= 0 and np.isfinite(cost_weight)):
             raise ValueError(f"cost_weight must be a finite number >= 0, got {cost_weight!r}")
         self.scenario = scenario
@@ -286,7 +296,7 @@ class GeoPipeEnv(gym.Env):
     def step(self, action):
         if self.current_scenario is None:
             raise RuntimeError("call reset() before step()")
-        a = _action_index(action)
+        a = _action_index(action, self.action_space.n)
         could_wait = bool(self.opts.wait_ok[0])
         reward, reward_jct, reward_cost, invalid, terminated = decision.step_env(
             self.core, self.opts, 0, a, self.cost_weight, self._scale, self._obs, self._mask

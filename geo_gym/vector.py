@@ -38,6 +38,21 @@ from geo_gym.state import SECONDS_PER_HOUR
 SUMMARY_KEYS = decision.SUMMARY_KEYS
 
 
+def _actions(actions, num_envs: int, n: int) -> np.ndarray:
+    """One integer action per env, each in Discrete(n): floats, wrong shapes and out-of-range
+    values are errors naming them (a truncated float or a wrapped index would act silently)."""
+    a = np.asarray(actions)
+    if a.shape not in ((num_envs,), (num_envs, 1)):
+        raise ValueError(f"expected {num_envs} actions, got an array of shape {a.shape}")
+    if not np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_:
+        raise ValueError(f"actions must be integers, got dtype {a.dtype}: {a.reshape(-1).tolist()}")
+    a = a.reshape(num_envs)
+    bad = (a < 0) | (a >= n)
+    if bad.any():
+        raise ValueError(f"actions {a[bad].tolist()} (envs {np.flatnonzero(bad).tolist()}) are outside Discrete({n})")
+    return a.astype(np.int64)
+
+
 class GeoPipeVectorEnv(gym.vector.VectorEnv):
     """``num_envs`` GeoPipe simulations; arguments as ``GeoPipeEnv``, plus ``parallel``: step
     the envs on numba's threads (``NUMBA_NUM_THREADS`` / ``numba.set_num_threads``; same
@@ -65,6 +80,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         if kwargs:
             raise TypeError(f"unexpected arguments {sorted(kwargs)}")
+        if not isinstance(parallel, bool | np.bool_):
+            raise ValueError(f"parallel must be True or False, got {parallel!r}")
         # The single env validates the arguments and fixes the spaces.
         self._template = GeoPipeEnv(
             scenario, scenario_kwargs, window, cost_weight, max_jobs, uncertainty, warmup_workloads,
@@ -128,7 +145,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
     def step(self, actions):
         if self.scenarios[0] is None:
             raise RuntimeError("call reset() before step()")
-        actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        actions = _actions(actions, self.num_envs, self.single_action_space.n)
         could_wait = self.opts.wait_ok.copy()
         self._step_batch(
             self.core,

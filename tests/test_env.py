@@ -193,6 +193,13 @@ def test_actions_are_one_integer_and_decode_in_range():
         env.step(np.array([0, 1]))
     with pytest.raises(ValueError, match="one integer"):
         env.step(1.5)
+    with pytest.raises(ValueError, match="one integer"):
+        env.step(True)
+    for bad in (-1, wait + 1, 10**6, 2**64):  # outside Discrete(19): an error, not a "wait"
+        with pytest.raises(ValueError, match=rf"action {bad} is outside the action space Discrete\({wait + 1}\)"):
+            env.step(bad)
+    with pytest.raises(ValueError, match="max_jobs"):
+        GeoPipeEnv("paper-default", max_jobs=-5)
     valid = int(np.flatnonzero(info["action_mask"])[0])
     _, _, _, _, info = env.step(np.array([valid]))  # a one-element array, as SB3 passes it
     assert not info["invalid_action"]

@@ -159,3 +159,19 @@ def test_vector_env_does_not_import_stable_baselines3_or_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_vector_actions_and_flags_are_checked():
+    venv = GeoPipeVectorEnv(2, "paper-default")
+    venv.reset(seed=0)
+    n = venv.single_action_space.n
+    with pytest.raises(ValueError, match="integers, got dtype float64"):
+        venv.step(np.array([0.7, 1.2]))  # would have been truncated to 0 and 1
+    with pytest.raises(ValueError, match=r"actions \[-1\] \(envs \[1\]\) are outside"):
+        venv.step([0, -1])
+    with pytest.raises(ValueError, match=rf"outside Discrete\({n}\)"):
+        venv.step([n, 0])
+    with pytest.raises(ValueError, match="expected 2 actions"):
+        venv.step([0, 1, 2])
+    with pytest.raises(ValueError, match="parallel must be True or False, got 'no'"):
+        GeoPipeVectorEnv(2, "paper-default", parallel="no")
