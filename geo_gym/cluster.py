@@ -106,10 +106,9 @@ class Cluster:
     def scaled(self, bandwidth_scale: float = 1.0, capacity_scale: float = 1.0) -> Cluster:
         """The sensitivity knobs of paper IV-C: scale every link, and every region's GPUs
         (rounded, at least 1 GPU where there was one)."""
-        if not bandwidth_scale > 0:
-            raise ValueError(f"bandwidth_scale must be > 0, got {bandwidth_scale!r}")
-        if not capacity_scale > 0:
-            raise ValueError(f"capacity_scale must be > 0, got {capacity_scale!r}")
+        for name, value in (("bandwidth_scale", bandwidth_scale), ("capacity_scale", capacity_scale)):
+            if isinstance(value, bool) or not (value > 0 and np.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         regions = tuple(
             Region(
                 r.name,

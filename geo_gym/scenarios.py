@@ -63,10 +63,25 @@ class Scenario:
             raise ValueError(f"Scenario.memory_model must be a geo_gym.memory.MemoryModel, got {self.memory_model!r}")
 
 
+def _positive_int(name: str, value) -> int:
+    """A knob that counts something: an integer >= 1 (2.5 regions or True users are errors)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer | float) or not (
+        np.isfinite(value) and int(value) == value and value >= 1
+    ):
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
 def _check_num_jobs(num_jobs) -> int:
-    if int(num_jobs) != num_jobs or num_jobs < 1:
-        raise ValueError(f"num_jobs must be an integer >= 1, got {num_jobs!r}")
-    return int(num_jobs)
+    return _positive_int("num_jobs", num_jobs)
+
+
+def _finite_non_negative(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer | float) or not (
+        np.isfinite(value) and value >= 0
+    ):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
 
 
 @lru_cache(maxsize=64)
@@ -153,12 +168,9 @@ def random_scenario(
     minimum on its GPU, geo_gym/memory.py): every job can then run, even under a
     single-region rule, in the world as drawn."""
     rng = np.random.default_rng(seed)
-    k = int(rng.integers(3, 7)) if num_regions is None else int(num_regions)
-    if k < 1:
-        raise ValueError(f"num_regions must be >= 1, got {num_regions!r}")
+    k = int(rng.integers(3, 7)) if num_regions is None else _positive_int("num_regions", num_regions)
     n = int(rng.integers(6, 25)) if num_jobs is None else _check_num_jobs(num_jobs)
-    if not mean_interarrival >= 0:
-        raise ValueError(f"mean_interarrival must be >= 0, got {mean_interarrival!r}")
+    mean_interarrival = _finite_non_negative("mean_interarrival", mean_interarrival)
     regions = tuple(
         Region(
             f"R{i}",
@@ -219,8 +231,9 @@ def recurring(
     num_jobs = _check_num_jobs(num_jobs)
     if not 0 <= early_end_rate <= 1:
         raise ValueError(f"early_end_rate must be in [0, 1], got {early_end_rate!r}")
-    if num_users < 1 or templates_per_user < 1:
-        raise ValueError("num_users and templates_per_user must be >= 1")
+    num_users = _positive_int("num_users", num_users)
+    templates_per_user = _positive_int("templates_per_user", templates_per_user)
+    mean_interarrival = _finite_non_negative("mean_interarrival", mean_interarrival)
     rng = np.random.default_rng(seed)
     cluster = _paper_cluster_scaled(float(bandwidth_scale), float(capacity_scale))
     t_model, t_data, t_epochs, t_p_early, t_end = _templates(

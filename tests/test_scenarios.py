@@ -104,3 +104,20 @@ def test_recurring_fates_come_from_templates_only():
     # catalog jobs run whole iterations: a completing job runs its configured count rounded
     early = runs[0.9].iters.values < runs[0.9].configured_iters.values - 0.5
     assert 0 < early.sum() < 0.6 * len(early)  # templates' mean early-end rate is 0.45
+
+
+@pytest.mark.parametrize("name, knobs, field", [
+    ("recurring", {"mean_interarrival": -1.0}, "mean_interarrival"),
+    ("recurring", {"mean_interarrival": float("nan")}, "mean_interarrival"),
+    ("recurring", {"templates_per_user": 1.5}, "templates_per_user"),
+    ("recurring", {"num_users": 0}, "num_users"),
+    ("random", {"num_regions": 2.5}, "num_regions"),
+    ("random", {"num_regions": True}, "num_regions"),
+    ("random", {"mean_interarrival": float("inf")}, "mean_interarrival"),
+    ("paper-default", {"capacity_scale": float("inf")}, "capacity_scale"),
+    ("paper-default", {"bandwidth_scale": float("nan")}, "bandwidth_scale"),
+    ("paper-default", {"num_jobs": -5}, "num_jobs"),
+])
+def test_bad_knobs_are_errors_naming_the_knob(name, knobs, field):
+    with pytest.raises(ValueError, match=field):
+        make_scenario(name, 0, **knobs)

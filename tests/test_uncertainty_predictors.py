@@ -175,8 +175,9 @@ def test_user_estimate_is_blind_to_early_termination():
 def test_make_predictor_errors_list_names():
     with pytest.raises(ValueError, match="oracle.*noisy.*user-estimate.*retrieval"):
         make_predictor("magic")
-    with pytest.raises(ValueError, match="sigma"):
-        make_predictor("noisy", sigma=-1)
+    for bad in (-1, float("inf"), float("nan"), 400.0):  # inf and 400 gave NaN observations
+        with pytest.raises(ValueError, match=r"sigma must be in \[0, 10\]"):
+            make_predictor("noisy", sigma=bad)
     with pytest.raises(ValueError, match="noisy"):
         make_predictor("noisy", bogus=1)
     assert set(PREDICTORS) >= {"oracle", "noisy", "user-estimate", "retrieval", "schedmate",

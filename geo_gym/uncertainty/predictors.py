@@ -200,6 +200,9 @@ def retrieval_predict(query, store_vecs, store_norms, store_vals, n_store, k, th
     return est, m
 
 
+MAX_NOISE_SIGMA = 10.0
+
+
 @_jit
 def noisy_durations(actual, z, sigma):
     """actual x exp(sigma z): log-normal noise with median ratio 1 from standard normals z."""
@@ -279,8 +282,10 @@ class NoisyPredictor(DurationPredictor):
     uses_noise = True
 
     def __init__(self, sigma: float = 0.5):
-        if not sigma >= 0:
-            raise ValueError(f"noisy predictor: sigma must be >= 0, got {sigma!r}")
+        # Above 10 a prediction is off by e^30 at three sigma (it carries no information), and
+        # exp(sigma z) overflows float64 into inf predictions once sigma z passes 709.
+        if isinstance(sigma, bool) or not 0 <= sigma <= MAX_NOISE_SIGMA:
+            raise ValueError(f"noisy predictor: sigma must be in [0, {MAX_NOISE_SIGMA:g}], got {sigma!r}")
         self.sigma = float(sigma)
 
     def predict(self, meta, user_estimate=None, actual=None, z=None):
