@@ -19,6 +19,7 @@ import pytest
 
 from traces import (
     COLUMNS,
+    TraceFormatError,
     read_acme,
     read_marwage_jobs,
     read_philly_job_log,
@@ -401,3 +402,19 @@ def test_validate_job_table_names_source_and_column(tmp_path: Path) -> None:
     bad["num_attempts"] = np.int64(3)
     with pytest.raises(ValueError, match="column 'num_attempts'"):
         validate_job_table(bad, "my-source")
+
+
+def test_a_truncated_gzip_names_the_file(tmp_path: Path) -> None:
+    rows = "".join(f"{i},{i * 10},CLOS,1,1,{100 + i}\n" for i in range(2000))
+    blob = gzip.compress((RFOLD_HEADER + rows).encode())
+    path = tmp_path / "cut_philly_trace.csv.gz"
+    path.write_bytes(blob[: len(blob) // 2])  # a download that stopped half-way
+    with pytest.raises(TraceFormatError, match=r"cut_philly_trace\.csv\.gz.*corrupt or truncated gzip"):
+        read_philly_rfold(path)
+
+
+def test_duplicate_job_ids_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "dup_philly_trace.csv"
+    path.write_text(RFOLD_HEADER + "a,0,CLOS,1,1,100\nb,10,CLOS,1,1,100\na,20,CLOS,1,1,100\n")
+    with pytest.raises(TraceFormatError, match=r"dup_philly_trace\.csv.*row 2.*job_id.*repeats an earlier job's id 'a'"):
+        read_philly_rfold(path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ def load_json(path: str | Path) -> Any:
     except json.JSONDecodeError as exc:
         raise TraceFormatError(path, f"- (line {exc.lineno}, char {exc.colno})", "-",
                                f"invalid JSON: {exc.msg}") from exc
-    except (UnicodeDecodeError, EOFError, OSError) as exc:
+    except (UnicodeDecodeError, EOFError, OSError, zlib.error) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
         raise TraceFormatError(path, "-", "-", f"unreadable JSON file: {exc}") from exc
@@ -47,6 +48,10 @@ def load_csv(path: str | Path, **kwargs: Any) -> pd.DataFrame:
             return pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[""], **kwargs)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise TraceFormatError(path, "-", "-", f"unreadable CSV: {exc}") from exc
+    except (EOFError, OSError, zlib.error) as exc:  # a truncated or corrupt gzip
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise TraceFormatError(path, "-", "-", f"unreadable file (corrupt or truncated gzip?): {exc}") from exc
 
 
 def require_columns(df: pd.DataFrame, columns: tuple[str, ...] | list[str], path: Any) -> None:

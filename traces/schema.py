@@ -188,6 +188,10 @@ def _check_strings(df: pd.DataFrame, source: Any) -> None:
     for row, value in enumerate(df["job_id"]):
         if not isinstance(value, str) or not value:
             raise _bad(source, row, "job_id", f"must be a non-empty string, got {value!r}")
+    dup = df["job_id"].duplicated().to_numpy()
+    if dup.any():  # two jobs under one id: a concatenated or corrupt file, not two runs
+        row = int(np.argmax(dup))
+        raise _bad(source, row, "job_id", f"repeats an earlier job's id {df['job_id'].iloc[row]!r}")
     for row, value in enumerate(df["state"]):
         if value not in STATES:
             raise _bad(source, row, "state", f"must be one of {list(STATES)}, got {value!r}")
