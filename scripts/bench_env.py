@@ -27,7 +27,7 @@ from geo_gym import cli
 from geo_gym.env import GeoPipeEnv
 from geo_gym.vector import GeoPipeVectorEnv
 
-parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--scenario", default="paper-default")
 parser.add_argument("--scenario-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"num_regions": 6}\'')
 parser.add_argument("--seconds", type=cli.positive_float, default=3.0, help="wall time per measurement")

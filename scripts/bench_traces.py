@@ -46,7 +46,7 @@ RFOLD = ROOT.parent / "shared" / "traces" / "philly" / "rfold_philly_trace.csv.g
 RFOLD_JOBS = 111_549
 DAY = 86_400.0
 
-parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--trace-file", type=Path, default=None, help=f"default: {RFOLD} if present")
 parser.add_argument("--policy", default="bace_pipe")
 parser.add_argument("--uncertainty", type=cli.uncertainty, default="perfect",

@@ -46,8 +46,9 @@ import baselines  # noqa: E402
 from geo_gym import cli  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
 
-parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-parser.add_argument("--out", type=Path, default=Path("docs/results"))
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
+parser.add_argument("--out", type=Path, default=None,
+                    help="where the CSVs, tables and plots go (default: docs/results; --quick needs it)")
 parser.add_argument("--seeds", type=cli.positive_int, default=20, help="workload draws per setting")
 parser.add_argument("--quick", action="store_true", help="2 seeds, fewer settings: a smoke run")
 parser.add_argument("--uncertainty", action="store_true", help="run the SchedMate experiment")
@@ -56,6 +57,10 @@ parser.add_argument("--start-rule", type=cli.start_rule, default="memory",
 parser.add_argument("--start-rules", action="store_true",
                     help="run the main comparison and the ablations under each start rule")
 args = parser.parse_args()
+if args.out is None:
+    if args.quick:  # a smoke run must not overwrite the published results
+        parser.error("--quick writes a smoke run: give --out DIR (not docs/results)")
+    args.out = Path("docs/results")
 if args.uncertainty and args.start_rules:
     parser.error("--uncertainty and --start-rules are two different experiments: give one")
 
@@ -72,6 +77,10 @@ EXPERIMENTS = {  # name: (knob, values, policies)
 if args.quick:
     args.seeds = 2
     EXPERIMENTS = {name: (k, v[:2], p) for name, (k, v, p) in EXPERIMENTS.items()}
+
+
+def wrote(*names: str) -> None:
+    print(f"wrote {len(names)} files to {args.out}/: {', '.join(names)}")
 
 
 def run_experiment(name: str, knob, values, policies, start_rule: str = args.start_rule) -> pd.DataFrame:
@@ -210,6 +219,7 @@ def run_uncertainty() -> None:
     fig.savefig(args.out / "uncertainty.png", dpi=90)
     plt.close(fig)
     print(summary.round(3).to_string(index=False))
+    wrote("uncertainty.csv", "uncertainty_summary.csv", "uncertainty_summary.md", "uncertainty.png")
 
 
 def run_start_rules() -> None:
@@ -223,6 +233,7 @@ def run_start_rules() -> None:
     summary.to_csv(args.out / "start_rules_summary.csv", index=False)
     (args.out / "start_rules_summary.md").write_text(summary.round(3).to_markdown(index=False) + "\n")
     print(summary.round(3).to_string(index=False))
+    wrote("start_rules.csv", "start_rules_summary.csv", "start_rules_summary.md")
 
 
 def main() -> None:
@@ -244,6 +255,7 @@ def main() -> None:
     summary.to_csv(args.out / "summary.csv", index=False)
     (args.out / "summary.md").write_text(summary.round(3).to_markdown(index=False) + "\n")
     print(summary.round(3).to_string(index=False))
+    wrote(*[f"{name}.csv" for name in EXPERIMENTS], *[f"{name}.png" for name in EXPERIMENTS], "summary.csv", "summary.md")
 
 
 if __name__ == "__main__":

@@ -75,16 +75,16 @@ RATIO_NAMES = {
 AGENT_MAX_JOBS = 300
 DAY = 86_400.0
 
-parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--policies", nargs="+", default=["bace_pipe", "sjf", "lcf", "ldf", "cr_lcf", "cr_ldf", "fcfs", "random"])
 parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo", help="for checkpoints")
 parser.add_argument("--scenario", default="paper-default")
 parser.add_argument("--scenario-kwargs", type=json.loads, default={})
 parser.add_argument("--uncertainty", type=cli.uncertainty, default="perfect",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
-parser.add_argument("--warmup-workloads", type=int, default=0)
-parser.add_argument("--window", type=int, default=8, help="the env's queue window (agents)")
-parser.add_argument("--cost-weight", type=float, default=0.1)
+parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=0)
+parser.add_argument("--window", type=cli.positive_int, default=8, help="the env's queue window (agents)")
+parser.add_argument("--cost-weight", type=cli.cost_weight, default=0.1)
 parser.add_argument("--start-rule", type=cli.start_rule, default=None,
                     help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request; "
                          "default: the workload's own (memory for scenarios, request for traces)")

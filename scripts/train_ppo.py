@@ -43,7 +43,7 @@ from agents.training import (
 )
 from geo_gym import cli
 
-parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--name", default="default", help="run folder under runs/")
 parser.add_argument("--scenario", default="recurring")
 parser.add_argument("--scenario-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
@@ -51,11 +51,11 @@ parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable
 parser.add_argument("--timesteps", type=cli.positive_int, default=100_000)
 parser.add_argument("--num-envs", type=cli.positive_int, default=16)
 parser.add_argument("--seed", type=int, default=0)
-parser.add_argument("--cost-weight", type=float, default=0.1, help="hours of JCT per dollar in the reward")
-parser.add_argument("--window", type=int, default=8)
+parser.add_argument("--cost-weight", type=cli.cost_weight, default=0.1, help="hours of JCT per dollar in the reward")
+parser.add_argument("--window", type=cli.positive_int, default=8)
 parser.add_argument("--uncertainty", type=cli.uncertainty, default="realistic",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
-parser.add_argument("--warmup-workloads", type=int, default=2, help="workloads pre-filling the retrieval history")
+parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=2, help="workloads pre-filling the retrieval history")
 parser.add_argument("--start-rule", type=cli.start_rule, default="memory",
                     help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request")
 parser.add_argument("--n-steps", type=cli.positive_int, default=128, help="rollout length per env")
