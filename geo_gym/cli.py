@@ -62,3 +62,51 @@ def start_rule(text: str) -> str:
         return str(StartRule.parse(text))
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def progress(iterable, desc: str, total: int | None = None, *, unit: str = "runs", stream=None,
+             every_s: float = 30.0, leave: bool = True):
+    """Progress over ``iterable``: a tqdm bar when ``stream`` (default: stderr) is a terminal;
+    otherwise (a log file, CI, a pipe) the items, with a plain line such as
+    ``main: 40/100 runs, 3 s`` every ~10% of ``total`` or every ``every_s`` seconds, and one at
+    the end, so that logs show progress without tqdm's redrawn bars.
+
+    ``total`` defaults to ``len(iterable)`` where it has one; without one the lines count items
+    and are written every ``every_s`` seconds only."""
+    import sys
+
+    stream = sys.stderr if stream is None else stream
+    if total is None:
+        try:
+            total = len(iterable)
+        except TypeError:
+            total = None
+    isatty = getattr(stream, "isatty", None)
+    if isatty is not None and isatty():
+        from tqdm import tqdm
+
+        return tqdm(iterable, desc=desc, total=total, unit=unit.rstrip("s") or unit, leave=leave,
+                    file=stream)
+    return _plain_progress(iterable, desc, total, unit, stream, every_s)
+
+
+def _plain_progress(iterable, desc, total, unit, stream, every_s):
+    import time
+
+    start = last = time.monotonic()
+    step = max(1, math.ceil(total / 10)) if total else None
+    done = 0
+
+    def line() -> None:
+        count = f"{done}/{total}" if total is not None else f"{done}"
+        print(f"{desc}: {count} {unit}, {time.monotonic() - start:.0f} s", file=stream, flush=True)
+
+    for item in iterable:
+        yield item
+        done += 1
+        now = time.monotonic()
+        if (step is not None and (done % step == 0 or done == total)) or now - last >= every_s:
+            line()
+            last = now
+    if total is None or done != total:
+        line()  # the end (a 10% line already said it when done == total)

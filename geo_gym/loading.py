@@ -25,7 +25,7 @@ from geo_gym.uncertainty.failures import repair_hours
 from geo_gym.uncertainty.metadata import JobMetadata
 from geo_gym.uncertainty.predictors import RetrievalPredictor, store_extend
 from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
-from geo_gym.workload import JobSpec, JobTable, profile, profile_columns, spec_columns
+from geo_gym.workload import MAX_SUBMIT_S, JobSpec, JobTable, profile, profile_columns, spec_columns
 
 
 def draw_workload_seed(rng: np.random.Generator) -> int:
@@ -195,6 +195,7 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
             f"job {jobs[bad].name!r}: needs at least {min_gpus[bad]} GPUs (start rule "
             f"{scenario.start_rule}), more than the cluster's {cl.total_gpus}"
         )
+    _check_time_resolution(jobs, spec["submit"], prof["iterations"] * prof["tk"])
     planted = spec["planted"]
     any_planted = bool(planted.any())
     if derived.random or any_planted:
@@ -220,6 +221,23 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
         ),
     )
     return jobs
+
+
+def _check_time_resolution(jobs, submit: np.ndarray, ideal_s: np.ndarray) -> None:
+    """ValueError naming the first job whose times float64 seconds cannot hold: a submit time
+    beyond ``workload.MAX_SUBMIT_S`` (JobSpec and JobTable refuse it already; a job built
+    otherwise is caught here), or one so large that adding the job's ideal run (I_j on
+    k_target GPUs in one region) leaves it unchanged, which would give a JCT of 0. Jobs with
+    no run at all (ideal 0) are not refused."""
+    lost = ~(submit <= MAX_SUBMIT_S) | ((ideal_s > 0) & (submit + ideal_s == submit))
+    if lost.any():
+        i = int(np.argmax(lost))
+        job = jobs.spec(i) if isinstance(jobs, JobTable) else jobs[i]
+        raise ValueError(
+            f"job {job.name!r}: submit time {float(submit[i])!r} s is too large for float64 "
+            f"seconds to resolve its ideal run of {float(ideal_s[i]):.6g} s (submit + run == "
+            f"submit); submit times must be <= {MAX_SUBMIT_S:g} s (workload.MAX_SUBMIT_S)"
+        )
 
 
 class _DrawnColumns(NamedTuple):

@@ -19,6 +19,14 @@ from geo_gym.catalog import DatasetSpec, GPUType, ModelSpec
 from geo_gym.memory import MemoryModel
 from geo_gym.start_rule import StartRule, gpu_bounds
 
+# The latest submit time a job may have, in seconds (1e15 s: about 31.7 million years). The
+# clock is a float64 of seconds: at 1e15 s its spacing is 0.125 s, so event times and JCTs
+# still resolve to an eighth of a second; much beyond it a job's run vanishes in the sum
+# (1e300 + 3600 == 1e300: a JCT of 0) and the spacing soon exceeds any run. Loading also
+# refuses a job whose own ideal run is lost when added to its submit time
+# (``geo_gym.loading``). Real traces span months (~1e7 s); inf and NaN are refused too.
+MAX_SUBMIT_S = 1e15
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -50,6 +58,11 @@ class JobSpec:
     def __post_init__(self) -> None:
         if not self.submit >= 0:
             raise ValueError(f"JobSpec {self.name!r}: submit must be >= 0, got {self.submit!r}")
+        if not self.submit <= MAX_SUBMIT_S:
+            raise ValueError(
+                f"JobSpec {self.name!r}: submit {self.submit!r} s is beyond {MAX_SUBMIT_S:g} s "
+                "(~31.7 million years), where float64 seconds no longer resolve run times"
+            )
         if not self.epochs > 0:
             raise ValueError(f"JobSpec {self.name!r}: epochs must be > 0, got {self.epochs!r}")
         for f in ("seq_len", "micro_batch", "min_gpus"):
@@ -188,7 +201,7 @@ def _first_bad_row(model, dataset, submit, epochs, fate, n_models, n_datasets):
         if not (
             0 <= model[i] < n_models
             and 0 <= dataset[i] < n_datasets
-            and submit[i] >= 0
+            and 0 <= submit[i] <= MAX_SUBMIT_S
             and (i == 0 or submit[i] >= submit[i - 1])
             and epochs[i] > 0
             and (np.isnan(fate[i]) or 0 < fate[i] <= 1)
@@ -234,11 +247,18 @@ class JobTable(Sequence):
             self.model, self.dataset, self.submit, self.epochs, self.fate_fraction,
             len(catalog.MODELS), len(catalog.PAPER_DATASETS),
         )
+        if bad >= 0 and float(self.submit[bad]) > MAX_SUBMIT_S and 0 <= self.model[bad] < len(catalog.MODELS):
+            name = self._name(bad, catalog.MODELS[self.model[bad]].name, int(self.user[bad]), int(self.template[bad]))
+            raise ValueError(
+                f"JobTable row {bad} (job {name!r}): submit {float(self.submit[bad])!r} s is beyond "
+                f"{MAX_SUBMIT_S:g} s (~31.7 million years), where float64 seconds no longer resolve "
+                "run times"
+            )
         if bad >= 0:
             raise ValueError(
                 f"JobTable row {bad}: model {self.model[bad]} (0..{len(catalog.MODELS) - 1}), "
                 f"dataset {self.dataset[bad]} (0..{len(catalog.PAPER_DATASETS) - 1}), submit "
-                f"{self.submit[bad]} (>= 0, non-decreasing), epochs {self.epochs[bad]} (> 0), "
+                f"{self.submit[bad]} (>= 0, <= {MAX_SUBMIT_S:g}, non-decreasing), epochs {self.epochs[bad]} (> 0), "
                 f"fate_fraction {self.fate_fraction[bad]} (NaN or in (0, 1])"
             )
         self._specs: tuple[JobSpec, ...] | None = None

@@ -17,13 +17,15 @@ Per case: ``map_s`` (traces.mapping), ``sim_s`` (geo_gym.simulate: loading the j
 core and running the compiled fast path), ``jobs_per_s`` = jobs / sim_s, and the outcome
 (avg JCT, avg queueing) so that a speed-up can be checked not to change results. A tiny run
 first compiles or loads the numba caches; the best of --repeat runs is reported. Without the
-real file (../shared/traces/philly/rfold_philly_trace.csv.gz) a SYNTHETIC Philly job log of the
+real file (``$GEO_GYM_TRACES_DIR/philly/rfold_philly_trace.csv.gz``, by default
+../shared/traces/philly/rfold_philly_trace.csv.gz) a SYNTHETIC Philly job log of the
 same size is generated (traces.synthetic) and the output says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -42,7 +44,8 @@ from traces.readers import read_trace  # noqa: E402
 from traces.synthetic import generate_philly_job_log, write_philly_job_log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-RFOLD = ROOT.parent / "shared" / "traces" / "philly" / "rfold_philly_trace.csv.gz"
+TRACES_DIR = Path(os.environ.get("GEO_GYM_TRACES_DIR") or ROOT.parent / "shared" / "traces")
+RFOLD = TRACES_DIR / "philly" / "rfold_philly_trace.csv.gz"
 RFOLD_JOBS = 111_549
 DAY = 86_400.0
 
@@ -111,7 +114,8 @@ def main(args) -> None:
     env_kwargs = {"uncertainty": args.uncertainty, "start_rule": args.start_rule}
     geo_gym.simulate(warm.scenario, baselines.make(args.policy), env_kwargs=env_kwargs)  # compile / load caches
     rows = []
-    for name, options in cases(table, args.sizes, args.week_start_days):
+    todo = list(cases(table, args.sizes, args.week_start_days))
+    for name, options in cli.progress(todo, desc="cases", unit="cases"):
         mapped, res, map_s, sim_s = run_case(
             table, {**options, "target_load": args.target_load}, args.policy, env_kwargs, args.seed,
             args.repeat,

@@ -40,7 +40,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 
 import baselines  # noqa: E402
 from geo_gym import cli  # noqa: E402
@@ -86,7 +85,7 @@ def wrote(*names: str) -> None:
 def run_experiment(name: str, knob, values, policies, start_rule: str = args.start_rule) -> pd.DataFrame:
     rows = []
     jobs = [(v, s, p) for v in values for s in range(args.seeds) for p in policies]
-    for value, seed, pol in tqdm(jobs, desc=name, leave=False):
+    for value, seed, pol in cli.progress(jobs, desc=name, leave=False):
         kwargs = {} if knob is None else {knob: value}
         res = simulate(
             "paper-default", baselines.make(pol), seed=seed, scenario_kwargs=kwargs,
@@ -172,7 +171,7 @@ def run_uncertainty() -> None:
         configs.append(("schedmate_sjf", "schedmate", scale, True, {}))
     rows = []
     jobs = [(c, s) for c in configs for s in range(seeds)]
-    for (pol, pname, scale, handler, pkw), seed in tqdm(jobs, desc="uncertainty"):
+    for (pol, pname, scale, handler, pkw), seed in cli.progress(jobs, desc="uncertainty"):
         unc = UncertaintyConfig(
             **pkw,
             failure_rate_per_gpu_hour=LLAMA3_RATE_PER_GPU_HOUR * scale,
@@ -245,7 +244,7 @@ def main() -> None:
         run_start_rules()
         return
     summaries = []
-    for name, (knob, values, policies) in tqdm(EXPERIMENTS.items(), desc="experiments"):
+    for name, (knob, values, policies) in cli.progress(EXPERIMENTS.items(), desc="experiments", unit="experiments"):
         df = run_experiment(name, knob, values, policies)
         df.to_csv(args.out / f"{name}.csv", index=False)
         summ = summarise(df)

@@ -416,5 +416,10 @@ def test_a_truncated_gzip_names_the_file(tmp_path: Path) -> None:
 def test_duplicate_job_ids_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "dup_philly_trace.csv"
     path.write_text(RFOLD_HEADER + "a,0,CLOS,1,1,100\nb,10,CLOS,1,1,100\na,20,CLOS,1,1,100\n")
-    with pytest.raises(TraceFormatError, match=r"dup_philly_trace\.csv.*row 2.*job_id.*repeats an earlier job's id 'a'"):
+    with pytest.raises(TraceFormatError, match=r"dup_philly_trace\.csv.*row 2.*job_id.*repeats an earlier job's id 'a' \(first at row 0\)"):
+        read_philly_rfold(path)
+    # both rows named: the repeat's and the first occurrence's, not the first repeated id's neighbour
+    path.write_text(RFOLD_HEADER + "a,0,CLOS,1,1,100\nb,10,CLOS,1,1,100\nc,15,CLOS,1,1,100\n"
+                    "b,20,CLOS,1,1,100\na,30,CLOS,1,1,100\n")
+    with pytest.raises(TraceFormatError, match=r"row 3.*repeats an earlier job's id 'b' \(first at row 1\)"):
         read_philly_rfold(path)

@@ -91,3 +91,37 @@ def test_simulate_follows_the_drawn_region_count(seed):
     """``random`` draws 3-6 regions per seed; the fast path sizes its core to the workload."""
     res = geo_gym.simulate("random", baselines.make("lcf"), seed=seed, scenario_kwargs={"num_jobs": 30})
     assert len(res.jobs) == 30 and (res.jobs.jct_h > 0).all()
+
+
+@pytest.mark.parametrize("submit", [1e300, np.inf, 1e15 * (1 + 1e-15)])
+def test_submit_times_beyond_float_resolution_are_refused(submit):
+    """Beyond MAX_SUBMIT_S (1e15 s) float64 seconds stop resolving run times: at 1e300 s an
+    hour-long run vanishes (1e300 + 3600 == 1e300) and its JCT would be 0."""
+    from geo_gym.workload import MAX_SUBMIT_S, JobTable
+
+    assert 1e300 + 3600.0 == 1e300 and MAX_SUBMIT_S + 0.125 != MAX_SUBMIT_S
+    with pytest.raises(ValueError, match=r"JobSpec 'late': submit .* beyond 1e\+15 s"):
+        JobSpec("late", SMALL, ALPACA, submit=submit)
+    with pytest.raises(ValueError, match=r"JobTable row 1 \(job 'job2'\): submit .* beyond 1e\+15 s"):
+        JobTable(model=[0, 0], dataset=[0, 0], submit=[0.0, submit], epochs=[1.0, 1.0])
+
+
+def test_submit_time_at_the_bound_is_simulated():
+    from geo_gym.workload import MAX_SUBMIT_S
+
+    res = geo_gym.simulate(two_regions([JobSpec("a", SMALL, ALPACA, submit=MAX_SUBMIT_S)]),
+                           baselines.make("lcf"), seed=0)
+    assert res.jobs.loc[0, "jct_h"] > 0
+
+
+def test_loading_refuses_a_run_lost_in_its_submit_time():
+    """A submit time within the bound, but a run so short that submit + run == submit: refused
+    at load, naming the job and its submit time (not a JCT of 0)."""
+    tiny = JobSpec("tiny", SMALL, ALPACA, submit=1e9, iterations=1e-12)
+    with pytest.raises(ValueError, match=r"job 'tiny': submit time 1000000000.0 s .*submit \+ run == submit"):
+        geo_gym.simulate(two_regions([tiny]), baselines.make("lcf"), seed=0)
+    # a job built around JobSpec's check is refused at load all the same
+    late = JobSpec("late", SMALL, ALPACA)
+    object.__setattr__(late, "submit", 1e300)
+    with pytest.raises(ValueError, match=r"job 'late': submit time 1e\+300 s"):
+        geo_gym.simulate(two_regions([late]), baselines.make("lcf"), seed=0)

@@ -191,7 +191,9 @@ def _check_strings(df: pd.DataFrame, source: Any) -> None:
     dup = df["job_id"].duplicated().to_numpy()
     if dup.any():  # two jobs under one id: a concatenated or corrupt file, not two runs
         row = int(np.argmax(dup))
-        raise _bad(source, row, "job_id", f"repeats an earlier job's id {df['job_id'].iloc[row]!r}")
+        job_id = df["job_id"].iloc[row]
+        first = int(np.argmax((df["job_id"] == job_id).to_numpy()))
+        raise _bad(source, row, "job_id", f"repeats an earlier job's id {job_id!r} (first at row {first})")
     for row, value in enumerate(df["state"]):
         if value not in STATES:
             raise _bad(source, row, "state", f"must be one of {list(STATES)}, got {value!r}")
