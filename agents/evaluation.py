@@ -1,12 +1,31 @@
-"""Evaluate schedulers (fixed policies and trained agents) on the same held-out workloads."""
+"""Evaluate schedulers (fixed policies and trained agents) on the same held-out workloads.
+
+The one table format of the project (scripts/evaluate.py, scripts/train_ppo.py): a row per
+policy, means over seeds, ranked by the mean average JCT; each metric is also divided by the
+reference policy's (BACE-Pipe) on the same seed and these per-seed ratios are averaged, in
+columns named ``<short>_vs_<reference>`` (``jct_vs_bace_pipe``, ``cost_vs_bace_pipe``, ...).
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from geo_gym.runner import simulate
 
 METRICS = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "avg_wait_h", "makespan_h", "total_cost", "failures")
+REFERENCE = "bace_pipe"
+# the short name of each metric in its ratio column: <short>_vs_<reference>
+SHORT = {
+    "avg_jct_h": "jct", "p50_jct_h": "p50", "p99_jct_h": "p99", "avg_wait_h": "wait",
+    "makespan_h": "makespan", "total_cost": "cost", "failures": "failures",
+}
+# what a terminal table shows (the CSVs keep every column)
+KEY_COLUMNS = ("avg_jct_h", "total_cost", f"jct_vs_{REFERENCE}", f"cost_vs_{REFERENCE}")
+
+
+def ratio_name(metric: str, reference: str = REFERENCE) -> str:
+    return f"{SHORT[metric]}_vs_{reference}"
 
 
 def evaluate(policies: dict, scenario, seeds, scenario_kwargs=None, env_kwargs=None) -> pd.DataFrame:
@@ -19,12 +38,30 @@ def evaluate(policies: dict, scenario, seeds, scenario_kwargs=None, env_kwargs=N
     return pd.DataFrame(rows)
 
 
-def comparison_table(df: pd.DataFrame, reference: str = "bace_pipe") -> pd.DataFrame:
-    """Mean over seeds per policy, plus avg JCT and cost normalised to ``reference`` seed by seed."""
-    ref = df[df.policy == reference].set_index("seed")
-    df = df.copy()
-    df["jct_vs_ref"] = df["avg_jct_h"].to_numpy() / ref.loc[df.seed, "avg_jct_h"].to_numpy()
-    df["cost_vs_ref"] = df["total_cost"].to_numpy() / ref.loc[df.seed, "total_cost"].to_numpy()
-    columns = ["avg_jct_h", "total_cost", "jct_vs_ref", "cost_vs_ref", "failures"]
-    table = df.groupby("policy", sort=False)[columns].mean()
-    return table.sort_values("jct_vs_ref")
+def add_ratios(runs: pd.DataFrame, metrics=METRICS, reference: str = REFERENCE) -> pd.DataFrame:
+    """``runs`` (a row per policy and seed) with each metric divided by ``reference``'s on the
+    same seed, in ``ratio_name(metric)`` columns (NaN where the reference's value is 0)."""
+    if reference not in set(runs.policy):
+        raise ValueError(f"no {reference!r} rows to normalise by; policies: {sorted(set(runs.policy))}")
+    ref = runs[runs.policy == reference].set_index("seed")
+    runs = runs.copy()
+    for metric in metrics:
+        den = ref.loc[runs.seed, metric].to_numpy(dtype=float)
+        num = runs[metric].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            runs[ratio_name(metric, reference)] = np.where(den != 0, num / den, np.nan)
+    return runs
+
+
+def rank(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows by mean average JCT, best first (ties keep the input order)."""
+    return table.sort_values("avg_jct_h", kind="stable")
+
+
+def comparison_table(df: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
+    """Mean over seeds per policy, plus avg JCT and cost normalised to ``reference`` seed by seed
+    (``jct_vs_bace_pipe``, ``cost_vs_bace_pipe``), ranked by mean avg JCT."""
+    df = add_ratios(df, ("avg_jct_h", "total_cost"), reference)
+    columns = ["avg_jct_h", "total_cost", ratio_name("avg_jct_h", reference),
+               ratio_name("total_cost", reference), "failures"]
+    return rank(df.groupby("policy", sort=False)[columns].mean())

@@ -12,24 +12,39 @@
         --window-start-days 50 --window-days 1 --seeds 5
 
 Policies are baseline names (`baselines.names()`) or paths to trained checkpoints (`.zip`,
-loaded with --algo). Prints a table (avg / p50 / p99 JCT, avg queueing, makespan, total cost,
-failures; each also normalised to BACE-Pipe replicate by replicate, then averaged; and the
-mean GPUs a job was given, gpus_per_job; and pred_log_err, the mean |ln(predicted / executed
-iterations)| of what the scheduler was told about each job) and writes
-<out>/runs.csv, <out>/table.csv, <out>/jct_cdf.png and <out>/cost.png (and, for traces,
-<out>/workloads.csv: the jobs, load and capacity of every replicate).
+loaded with --algo), labelled "agent (PATH)". The terminal gets the key columns, one row per
+policy ranked by mean avg_jct_h: policy, avg_jct_h, total_cost (means over replicates) and
+jct_vs_bace_pipe, cost_vs_bace_pipe (the policy's value divided by BACE-Pipe's on the same
+replicate, then averaged over replicates). <out>/table.csv holds the wide table, in the same
+order: avg / p50 / p99 JCT, avg queueing, makespan, total cost, failures, each also as a
+*_vs_bace_pipe ratio; gpus_per_job, the mean GPUs a job was given; and pred_log_err, the mean
+|ln(predicted / executed iterations)| of what the scheduler was told about each job.
+<out>/runs.csv has a row per policy and replicate, and, for traces, <out>/workloads.csv the jobs,
+load and capacity of every replicate. --plot adds <out>/jct_cdf.png (the JCT CDF of each policy,
+every replicate's jobs pooled: one plot for the workload set evaluated) and <out>/cost.png. The
+script ends by listing every file it wrote.
+
+A checkpoint whose run folder has a settings.json (scripts/train_ppo.py) is checked against
+this evaluation: a one-line warning (stderr) names each of --scenario, --scenario-kwargs,
+--uncertainty, --window, --cost-weight, --start-rule that differs from its training (or a trace
+evaluated instead of its training scenario). Bad options are one-line errors naming them (exit 2).
 
 Traces (`--trace philly|acme`) are mapped to PP LLM jobs by `traces.mapping` (docs/traces.md).
 Without --trace-file the committed synthetic samples in traces/data/ are used, and the output
 says SYNTHETIC. Replicate i (of --seeds) is the window starting at --window-start-days +
 i x --window-stride-days (default: consecutive windows), sampled with seed --first-seed + i
-when --sample < 1, and simulated with that seed. Trained agents act through GeoPipeEnv (about
-0.1-0.3 ms a step), so with a checkpoint among the policies a trace window is cut to its first
---max-jobs jobs, 300 unless given (--max-jobs 0: the whole window). --warmup-previous-window
-pre-fills SchedMate's retrieval history with the jobs of the window just before each replicate's
-(same length, mapped the same way; traces/warmup.py); without it every window starts with an
-empty history. The wall time of each policy is printed at the end (not written: the CSVs
-depend only on the inputs and seeds).
+when --sample < 1, and simulated with that seed. Days are on the trace clock (its first job at
+day 0). The windows start where --window-start-days says, never moved: a window with no job to
+map is an error that names the first day after it with one (real tables have gaps: the RFold
+Philly table has one job on day 0, then none until day 3.08, so the default windows' second,
+[0.25, 0.5) days, is empty; the error names day 3.08 and the first start day from which each
+of the --seeds windows has a job). Trained agents act through GeoPipeEnv
+(about 0.1-0.3 ms a step), so with a checkpoint among the policies a trace window is cut to its
+first --max-jobs jobs, 300 unless given (--max-jobs 0: the whole window).
+--warmup-previous-window pre-fills SchedMate's retrieval history with the jobs of the window
+just before each replicate's (same length, mapped the same way; traces/warmup.py); without it
+every window starts with an empty history. The wall time of each policy is printed at the end
+(not written: the CSVs depend only on the inputs and seeds).
 
     # the trained agent on five real RFold 1-day windows (docs/results.md, "Traces")
     python scripts/evaluate.py --policies runs/default/last.zip bace_pipe sjf lcf \\
@@ -41,45 +56,84 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
+import sys
 import time
+import zipfile
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-import baselines  # noqa: E402
-from geo_gym import cli  # noqa: E402
-from geo_gym.runner import simulate  # noqa: E402
-from geo_gym.scenarios import scenario_factory  # noqa: E402
-from traces.mapping import MappingOptions, map_trace  # noqa: E402
-from traces.readers import READERS, guess_kind, read_trace  # noqa: E402
-from traces.warmup import simulate_warm  # noqa: E402
+import baselines
+from agents.evaluation import KEY_COLUMNS, METRICS, REFERENCE, add_ratios, rank, ratio_name
+from geo_gym import cli
+from geo_gym.runner import simulate
+from geo_gym.scenarios import scenario_factory
+from traces.mapping import MappingOptions, map_trace, select_jobs
+from traces.readers import READERS, guess_kind, read_trace
+from traces.warmup import simulate_warm
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTHETIC_SAMPLES = {
     "philly": ROOT / "traces" / "data" / "synthetic_philly_job_log.json",
     "acme": ROOT / "traces" / "data" / "synthetic_acme_seren.csv",
 }
-METRICS = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "avg_wait_h", "makespan_h", "total_cost", "failures")
-# Normalised columns; jct_vs_bace and cost_vs_bace keep their historical names.
-RATIO_NAMES = {
-    "avg_jct_h": "jct_vs_bace", "p50_jct_h": "p50_vs_bace", "p99_jct_h": "p99_vs_bace",
-    "avg_wait_h": "wait_vs_bace", "makespan_h": "makespan_vs_bace", "total_cost": "cost_vs_bace",
-    "failures": "failures_vs_bace",
-}
+RATIO_NAMES = {metric: ratio_name(metric) for metric in METRICS}  # jct_vs_bace_pipe, ...
 AGENT_MAX_JOBS = 300
 DAY = 86_400.0
+# The flag that sets each MappingOptions field (errors from the mapping are reported in them).
+MAPPING_FLAGS = {
+    "start": "--window-start-days", "length": "--window-days", "sample": "--sample",
+    "sample_seed": "--first-seed", "max_jobs": "--max-jobs", "gpu_only": "--keep-cpu-jobs",
+    "compression": "--compression", "target_load": "--target-load",
+    "trace_failures": "--no-trace-failures", "start_rule": "--start-rule",
+}
+# What a checkpoint's settings.json (scripts/train_ppo.py) is checked against: key -> flag.
+TRAINING_FLAGS = {
+    "scenario": "--scenario", "scenario_kwargs": "--scenario-kwargs", "uncertainty": "--uncertainty",
+    "window": "--window", "cost_weight": "--cost-weight", "start_rule": "--start-rule",
+}
+
+
+def finite_non_negative(text: str) -> float:
+    value = cli.non_negative_float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def finite_positive(text: str) -> float:
+    value = cli.positive_float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON ({err}): {text}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text}")
+    return value
+
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--policies", nargs="+", default=["bace_pipe", "sjf", "lcf", "ldf", "cr_lcf", "cr_ldf", "fcfs", "random"])
 parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo", help="for checkpoints")
 parser.add_argument("--scenario", default="paper-default")
-parser.add_argument("--scenario-kwargs", type=json.loads, default={})
+parser.add_argument("--scenario-kwargs", type=json_object, default={})
 parser.add_argument("--uncertainty", type=cli.uncertainty, default="perfect",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
 parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=0)
@@ -89,55 +143,128 @@ parser.add_argument("--start-rule", type=cli.start_rule, default=None,
                     help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request; "
                          "default: the workload's own (memory for scenarios, request for traces)")
 parser.add_argument("--seeds", type=cli.positive_int, default=None, help="replicates: 10 for a scenario, 4 for a trace")
-parser.add_argument("--first-seed", type=int, default=2_000_000, help="training never uses seeds >= 1e6")
+parser.add_argument("--first-seed", type=cli.non_negative_int, default=2_000_000, help="training never uses seeds >= 1e6")
 parser.add_argument("--out", type=Path, default=Path("out/eval"))
+parser.add_argument("--plot", action="store_true", help="also write jct_cdf.png and cost.png")
 trace = parser.add_argument_group("traces (docs/traces.md)")
 trace.add_argument("--trace", choices=["philly", "acme"], help="evaluate on a trace instead of --scenario")
 trace.add_argument("--trace-file", type=Path, help="default: the committed synthetic sample of --trace")
 trace.add_argument("--trace-kind", choices=sorted(READERS), default=None,
                    help="the file's format (traces.READERS); default: guessed from the file name")
-trace.add_argument("--window-start-days", type=float, default=0.0, help="on the trace clock (first job = 0)")
-trace.add_argument("--window-days", type=cli.non_negative_float, default=0.25, help="0: the whole trace")
-trace.add_argument("--window-stride-days", type=float, default=None, help="between replicates; default --window-days")
-trace.add_argument("--sample", type=float, default=1.0, help="fraction of each window's jobs kept")
-trace.add_argument("--max-jobs", type=int, default=None,
+trace.add_argument("--window-start-days", type=finite_non_negative, default=0.0,
+                   help="on the trace clock (first job = day 0); never moved to the first job")
+trace.add_argument("--window-days", type=finite_non_negative, default=0.25, help="0: the whole trace")
+trace.add_argument("--window-stride-days", type=finite_non_negative, default=None,
+                   help="between replicates; default --window-days")
+trace.add_argument("--sample", type=fraction, default=1.0, help="fraction of each window's jobs kept, in (0, 1]")
+trace.add_argument("--max-jobs", type=cli.non_negative_int, default=None,
                    help=f"first jobs of each window ({AGENT_MAX_JOBS} with agents); 0: all")
-trace.add_argument("--compression", type=float, default=1.0, help="arrival times divided by this")
-trace.add_argument("--target-load", type=float, default=MappingOptions.target_load)
+trace.add_argument("--compression", type=finite_positive, default=1.0, help="arrival times divided by this")
+trace.add_argument("--target-load", type=finite_positive, default=MappingOptions.target_load)
 trace.add_argument("--keep-cpu-jobs", action="store_true", help="map CPU-only jobs as 1-GPU jobs")
 trace.add_argument("--no-trace-failures", action="store_true", help="ignore the trace's failures")
 trace.add_argument("--warmup-previous-window", action="store_true",
                    help="pre-fill the retrieval history with the preceding window's jobs (needs --window-days > 0)")
 
 
+class BadInput(SystemExit):
+    """Exit status 2 (argparse's) for bad input; ``str()`` is the message (already printed)."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def fail(message: str) -> None:
+    """Bad input: one line on stderr, exit status 2, no traceback."""
+    print(f"evaluate.py: error: {message}", file=sys.stderr)
+    raise BadInput(message)
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def in_flags(err: Exception) -> str:
+    """An error of the Python API in the script's flag names: ``MappingOptions.sample: ...`` ->
+    ``--sample: ...`` (the mapping's times are seconds, the flags' days: those are checked by
+    the flags' types, so that the API never sees a bad one)."""
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return re.sub(r"MappingOptions\.(\w+)", lambda m: MAPPING_FLAGS.get(m.group(1), m.group(0)), text)
+
+
+def days(value: float) -> str:
+    return f"{value:g}"
+
+
 def load_policy(name: str, algo: str):
     if name.endswith(".zip"):
-        if not Path(name).exists():
-            raise SystemExit(f"checkpoint {name} does not exist")
+        if not Path(name).is_file():
+            fail(f"--policies: checkpoint {name} does not exist")
         from agents.policy import AgentPolicy  # torch only when an agent is evaluated
         from agents.training import load_model
 
         try:
             model = load_model(algo, name)
-        except (TypeError, ValueError) as err:  # SB3's words for "another algorithm's checkpoint"
-            raise SystemExit(f"{name}: not a {algo} checkpoint ({err}); pass --algo ppo or maskable-ppo") from None
-        return Path(name).parent.name or name, AgentPolicy(model)
-    return name, baselines.make(name)
+        except (TypeError, ValueError, KeyError, EOFError, OSError, zipfile.BadZipFile) as err:
+            why = in_flags(err)
+            if "zip" in why or not isinstance(err, (TypeError, ValueError)):  # a damaged file
+                fail(f"--policies: {name} is not a readable checkpoint ({why})")
+            # SB3's words for "another algorithm's checkpoint"
+            fail(f"--policies: {name} is not a {algo} checkpoint ({why}); pass --algo ppo or maskable-ppo")
+        return f"agent ({name})", AgentPolicy(model)
+    try:
+        return name, baselines.make(name)
+    except (KeyError, ValueError) as err:
+        fail(f"--policies: {in_flags(err)}")
 
 
 def load_policies(names: list[str], algo: str) -> dict:
-    """Policies by label: a checkpoint is labelled by its folder (runs/NAME/last.zip -> NAME),
-    or by its path without .zip when that label is taken (two checkpoints of one folder, or a
-    folder named like a baseline)."""
+    """Policies by label: a baseline by its name, a checkpoint as "agent (PATH)"."""
     policies = {}
     for name in names:
         label, policy = load_policy(name, algo)
         if label in policies:
-            label = name[: -len(".zip")] if name.endswith(".zip") else name
-        if label in policies:
-            raise SystemExit(f"--policies: {name} is given twice")
+            fail(f"--policies: {name} is given twice")
         policies[label] = policy
     return policies
+
+
+def training_mismatches(checkpoint: str, args) -> tuple[Path, list[str]]:
+    """The settings of this evaluation that differ from the checkpoint's training, as read from
+    its run folder's settings.json (none when the file, or a key, is missing)."""
+    path = Path(checkpoint).parent / "settings.json"
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return path, []
+    if not isinstance(saved, dict):
+        return path, []
+    here = {key: getattr(args, key) for key in TRAINING_FLAGS}
+    differ = []
+    for key, flag in TRAINING_FLAGS.items():
+        if key not in saved:
+            continue
+        if args.trace and key in ("scenario", "scenario_kwargs"):
+            if key == "scenario":
+                differ.append(f"trained on --scenario {saved[key]}, evaluated on the {args.trace} trace")
+            continue
+        if saved[key] != here[key]:
+            shown = {k: ("the workload's own" if v is None else json.dumps(v) if isinstance(v, dict) else v)
+                     for k, v in (("t", saved[key]), ("e", here[key]))}
+            differ.append(f"{flag} {shown['e']} here, {shown['t']} in training")
+    return path, differ
+
+
+def warn_training_mismatches(names: list[str], args) -> None:
+    for name in names:
+        if name.endswith(".zip"):
+            path, differ = training_mismatches(name, args)
+            if differ:
+                warn(f"agent ({name}) is evaluated on other settings than its training's ({path}): {'; '.join(differ)}")
 
 
 def check_agents_fit(policies: dict, num_regions: int, window: int) -> None:
@@ -148,11 +275,58 @@ def check_agents_fit(policies: dict, num_regions: int, window: int) -> None:
     for label, policy in policies.items():
         model = getattr(policy, "model", None)
         if model is not None and model.observation_space.shape != (size,):
-            raise SystemExit(
-                f"checkpoint {label!r} takes observations of size {model.observation_space.shape[0]}, "
-                f"these envs give {size} ({num_regions} regions, --window {window}): match the "
-                "--window (and the region count) it was trained with"
+            fail(
+                f"--window {window}: checkpoint {label!r} takes observations of size "
+                f"{model.observation_space.shape[0]}, these envs give {size} ({num_regions} regions, "
+                f"--window {window}): match the --window (and the region count) it was trained with"
             )
+
+
+def empty_window(table: pd.DataFrame, args, i: int, start: float, length: float | None, dropped: dict) -> str:
+    """Why replicate i has no job, in the flags' days, and the first day after it that has one."""
+    flags = f"--window-start-days {days(args.window_start_days)} --window-days {days(args.window_days)}"
+    if args.window_stride_days is not None:
+        flags += f" --window-stride-days {days(args.window_stride_days)}"
+    if i:
+        flags += f" (replicate {i + 1} of --seeds {args.seeds})"
+    lo = start / DAY
+    span = f"[{days(lo)}, {days((start + length) / DAY)}) days" if length else f"days >= {days(lo)}"
+    submitted = int(((table["submit"] >= start) & (table["submit"] < start + (length or math.inf))).sum())
+    if submitted == 0:
+        what = f"no job submitted in {span}"
+    else:
+        why = ", ".join(f"{k} {v}" for k, v in dropped.items() if v)
+        what = f"no job to map in {span} ({submitted} submitted, dropped: {why})"
+        if "not_sampled" in dropped and len(dropped) and all(
+                v == 0 for k, v in dropped.items() if k != "not_sampled"):
+            return f"{flags} --sample {args.sample:g}: {what}; raise --sample or widen --window-days"
+    after, _ = select_jobs(table, MappingOptions(start=start, gpu_only=not args.keep_cpu_jobs))
+    after = after[after["submit"] >= start + (length or 0.0)] if length else after
+    if after.empty:
+        end = float(table["submit"].max()) / DAY if len(table) else 0.0
+        return f"{flags}: {what}; the trace has no job to map after day {days(lo)} (its last submit is on day {end:.2f})"
+    first = math.floor(float(after["submit"].min()) / DAY * 100) / 100  # the window from there holds it
+    stride = args.window_stride_days if args.window_stride_days is not None else args.window_days
+    mappable, _ = select_jobs(table, MappingOptions(start=args.window_start_days * DAY, gpu_only=not args.keep_cpu_jobs))
+    full = first_full_start(np.sort(mappable["submit"].to_numpy(dtype=float)) / DAY, first, args.seeds, stride,
+                            args.window_days)
+    hint = (f"try --window-start-days {days(full)} (from there each of the --seeds {args.seeds} windows has a job)"
+            if full is not None else f"try --window-start-days {days(first)} with fewer --seeds")
+    return f"{flags}: {what}; the first job after day {days(lo)} is on day {days(first)}; {hint}"
+
+
+def first_full_start(submits: np.ndarray, since: float, n: int, stride: float, length: float) -> float | None:
+    """The first start day (a submit day rounded down to 0.01, from ``since``) from which each of
+    ``n`` windows of ``length`` days, ``stride`` apart, holds one of the sorted ``submits`` (days)."""
+    if not len(submits) or length <= 0:
+        return None
+    cand = np.unique(np.floor(submits[submits >= since] * 100) / 100)
+    ok = np.ones(len(cand), dtype=bool)
+    for i in range(n):
+        lo = cand + i * stride
+        idx = np.searchsorted(submits, lo, side="left")
+        ok &= (idx < len(submits)) & (submits[np.minimum(idx, len(submits) - 1)] < lo + length)
+    return float(cand[ok][0]) if ok.any() else None
 
 
 def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object, object]], pd.DataFrame, str]:
@@ -160,19 +334,24 @@ def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object, obje
     them, and a label for the output."""
     path = args.trace_file or SYNTHETIC_SAMPLES[args.trace]
     synthetic = args.trace_file is None
+    if not Path(path).is_file():
+        fail(f"--trace-file {path}: {'is not a file' if Path(path).exists() else 'does not exist'}")
     kind = args.trace_kind or guess_kind(path)
     if kind is None:  # the name gives no hint: the trace family's own raw format
         kind = "acme" if args.trace == "acme" else "philly_job_log"
     elif kind.startswith("acme") != (args.trace == "acme"):
-        raise SystemExit(f"--trace {args.trace} with a {kind} file ({path}): fix --trace or give --trace-kind")
-    table = read_trace(path, kind)
+        fail(f"--trace {args.trace} with a {kind} file ({path}): fix --trace or give --trace-kind")
+    try:
+        table = read_trace(path, kind)
+    except (OSError, ValueError, KeyError) as err:
+        fail(f"--trace-file {path} (--trace-kind {kind}): {in_flags(err)}")
     if args.max_jobs is not None and args.max_jobs < 0:
-        raise SystemExit(f"--max-jobs must be >= 0 (0: the whole window), got {args.max_jobs}")
+        fail(f"--max-jobs must be >= 0 (0: the whole window), got {args.max_jobs}")
     max_jobs = args.max_jobs if args.max_jobs is not None else (AGENT_MAX_JOBS if has_agent else None)
     max_jobs = max_jobs or None
     length = args.window_days * DAY if args.window_days > 0 else None
     if args.warmup_previous_window and length is None:
-        raise SystemExit("--warmup-previous-window needs windows (--window-days > 0): the whole trace has no preceding window")
+        fail("--warmup-previous-window needs windows (--window-days > 0): the whole trace has no preceding window")
     stride = (args.window_stride_days if args.window_stride_days is not None else args.window_days) * DAY
     label = f"{'SYNTHETIC (not real data) ' if synthetic else ''}{args.trace} trace {path} [{kind}]"
     out, rows = [], []
@@ -184,7 +363,13 @@ def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object, obje
             compression=args.compression, target_load=args.target_load,
             trace_failures=not args.no_trace_failures,
         )
-        mapped = map_trace(table, start=start, length=length, **options)
+        try:
+            mapped = map_trace(table, start=start, length=length, **options)
+        except ValueError as err:
+            if "no job left to map" in str(err):
+                _, dropped = select_jobs(table, MappingOptions(start=start, length=length, **options))
+                fail(empty_window(table, args, i, start, length, dropped))
+            fail(f"--trace-file {path}: {in_flags(err)}")
         past, past_jobs = None, 0
         if args.warmup_previous_window and start > 0:
             # The preceding window (clipped at the trace's start), mapped the same way; only its
@@ -195,7 +380,7 @@ def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object, obje
                 past, past_jobs = before.scenario, len(before.scenario.jobs)
             except ValueError as err:
                 if "no job left to map" not in str(err):
-                    raise
+                    fail(f"--warmup-previous-window: {in_flags(err)}")
         out.append((seed, mapped.scenario, past))
         j = mapped.jobs
         rows.append({
@@ -214,36 +399,61 @@ def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object, obje
 
 def normalise(runs: pd.DataFrame) -> pd.DataFrame:
     """Each metric divided by BACE-Pipe's on the same replicate (NaN where BACE-Pipe's is 0)."""
-    ref = runs[runs.policy == "bace_pipe"].set_index("seed")
-    runs = runs.copy()
-    for metric, ratio in RATIO_NAMES.items():
-        den = ref.loc[runs.seed, metric].to_numpy(dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            runs[ratio] = np.where(den != 0, runs[metric].to_numpy(dtype=float) / den, np.nan)
-    return runs
+    return add_ratios(runs, METRICS, REFERENCE)
 
 
-def plot(table: pd.DataFrame, jcts: dict, out: Path, title: str) -> None:
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    for name, values in jcts.items():
-        v = np.sort(values)
-        ax.plot(v, np.arange(1, len(v) + 1) / len(v), label=name)
+def plot(table: pd.DataFrame, jcts: dict, out: Path, title: str) -> list[Path]:
+    """The JCT CDF of every policy (each its own colour and line style, so that curves that
+    coincide stay distinguishable) and the mean total cost; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = plt.get_cmap("tab10").colors
+    styles = ["-", "--", "-.", ":"]
+    markers = ["o", "s", "^", "v", "D", "x", "+", "*"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    n = len(table)
+    for k, name in enumerate(table.index):  # the table's order: best mean JCT first
+        v = np.sort(np.asarray(jcts[name], dtype=float))
+        if not len(v):
+            continue
+        # earlier curves wider, with larger hollow markers: a curve drawn over another one
+        # (policies that schedule alike) leaves it visible around it
+        ax.plot(v, np.arange(1, len(v) + 1) / len(v), label=name, color=colors[k % len(colors)],
+                ls=styles[k % len(styles)], lw=1.0 + 2.5 * (n - 1 - k) / max(n - 1, 1),
+                marker=markers[k % len(markers)], mfc="none", markevery=max(len(v) // 8, 1),
+                ms=4 + 6 * (n - 1 - k) / max(n - 1, 1))
     ax.set_xscale("log")
     ax.set_xlabel("JCT (h)")
-    ax.set_ylabel("CDF")
-    ax.set_title(title, fontsize=6)
-    ax.legend(fontsize=6)
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(f"JCT CDF: {title}", fontsize=9, wrap=True)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(out / "jct_cdf.png", dpi=90)
+    cdf = out / "jct_cdf.png"
+    fig.savefig(cdf, dpi=110)
     plt.close(fig)
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.bar(table.index, table.total_cost)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.bar(range(len(table)), table.total_cost, color=[colors[k % len(colors)] for k in range(len(table))])
+    ax.set_xticks(range(len(table)), table.index, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("total cost ($), mean over replicates")
-    ax.set_title(title, fontsize=6)
-    ax.tick_params(axis="x", rotation=45, labelsize=6)
+    ax.set_title(f"Total cost: {title}", fontsize=9, wrap=True)
     fig.tight_layout()
-    fig.savefig(out / "cost.png", dpi=90)
+    cost = out / "cost.png"
+    fig.savefig(cost, dpi=110)
     plt.close(fig)
+    return [cdf, cost]
+
+
+def short_label(args, replicates: int) -> str:
+    """A plot title that fits: the workload and the replicate count."""
+    if args.trace:
+        name = Path(args.trace_file).name if args.trace_file else "SYNTHETIC sample"
+        return f"{args.trace} trace ({name}), {replicates} window(s) of {days(args.window_days)} d"
+    kwargs = f" {json.dumps(args.scenario_kwargs)}" if args.scenario_kwargs else ""
+    return f"{args.scenario}{kwargs}, {replicates} seed(s)"
 
 
 def main(args) -> None:
@@ -251,38 +461,52 @@ def main(args) -> None:
         given = [f"--{k.replace('_', '-')}" for k in ("trace_file", "trace_kind") if getattr(args, k) is not None]
         given += ["--warmup-previous-window"] * args.warmup_previous_window
         if given:
-            raise SystemExit(f"{', '.join(given)}: only with --trace philly|acme")
+            fail(f"{', '.join(given)}: only with --trace philly|acme")
     elif args.warmup_workloads:
-        raise SystemExit(
+        fail(
             "--warmup-workloads replays draws of the workload itself, which for a trace is the window "
             "being evaluated; use --warmup-previous-window"
         )
-    args.out.mkdir(parents=True, exist_ok=True)
+    from geo_gym.env import as_uncertainty
+
+    try:
+        as_uncertainty(args.uncertainty)
+    except (TypeError, ValueError, KeyError) as err:
+        fail(f"--uncertainty: {in_flags(err)}")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        fail(f"--out {args.out}: {err}")
+    warn_training_mismatches(args.policies, args)
     policies = load_policies(args.policies, args.algo)
-    if "bace_pipe" not in policies:
-        policies["bace_pipe"] = baselines.make("bace_pipe")  # the reference
+    if REFERENCE not in policies:
+        policies[REFERENCE] = baselines.make(REFERENCE)  # the reference
     env_kwargs = {
         "uncertainty": args.uncertainty, "warmup_workloads": args.warmup_workloads,
         "window": args.window, "cost_weight": args.cost_weight, "start_rule": args.start_rule,
     }
+    written = []
     if args.trace:
         args.seeds = 4 if args.seeds is None else args.seeds
         has_agent = any(p.endswith(".zip") for p in args.policies)
         workloads, described, label = trace_workloads(args, has_agent)
         described.to_csv(args.out / "workloads.csv", index=False)
+        written.append(args.out / "workloads.csv")
         print(f"workload: {label}")
         print(described.round(3).to_string(index=False))
         if has_agent and args.max_jobs is None:
             print(f"note: a trained agent is evaluated, so each window keeps its first {AGENT_MAX_JOBS} jobs")
         kwargs = {}
+        first = workloads[0][1]
     else:
         args.seeds = 10 if args.seeds is None else args.seeds
         workloads = [(s, args.scenario, None) for s in range(args.first_seed, args.first_seed + args.seeds)]
         label = f"scenario {args.scenario} {args.scenario_kwargs or ''}"
         kwargs = {"scenario_kwargs": args.scenario_kwargs}
-    first = workloads[0][1]
-    if isinstance(first, str):
-        first = scenario_factory(first, **args.scenario_kwargs)(workloads[0][0])
+        try:
+            first = scenario_factory(args.scenario, **args.scenario_kwargs)(workloads[0][0])
+        except (TypeError, ValueError, KeyError) as err:
+            fail(f"--scenario {args.scenario} --scenario-kwargs {json.dumps(args.scenario_kwargs)}: {in_flags(err)}")
     check_agents_fit(policies, first.cluster.num_regions, args.window)
     rows, jcts, wall = [], {}, {}
     tasks = [(p, w) for p in policies.items() for w in workloads]
@@ -302,13 +526,19 @@ def main(args) -> None:
     runs = normalise(pd.DataFrame(rows))
     runs.insert(0, "workload", label)
     runs.to_csv(args.out / "runs.csv", index=False)
-    table = runs.groupby("policy", sort=False)[[*METRICS, *RATIO_NAMES.values(), "gpus_per_job", "pred_log_err"]].mean()
-    table = table.sort_values("jct_vs_bace")
+    written.append(args.out / "runs.csv")
+    columns = [*METRICS, *RATIO_NAMES.values(), "gpus_per_job", "pred_log_err"]
+    table = rank(runs.groupby("policy", sort=False)[columns].mean())
     table.to_csv(args.out / "table.csv")
-    print(f"{label}: {len(workloads)} replicate(s), mean over replicates; *_vs_bace: ratio to bace_pipe")
-    print(table.round(3).to_markdown())
+    written.append(args.out / "table.csv")
+    print(f"{label}: {len(workloads)} replicate(s); means over replicates, ranked by avg_jct_h; "
+          f"*_vs_{REFERENCE}: ratio to {REFERENCE} replicate by replicate, averaged; "
+          f"every metric: {args.out / 'table.csv'}")
+    print(table[list(KEY_COLUMNS)].round(3).to_markdown())
     print("wall time per policy (s, all replicates): " + ", ".join(f"{k} {v:.1f}" for k, v in wall.items()))
-    plot(table, jcts, args.out, label)
+    if args.plot:
+        written += plot(table, jcts, args.out, short_label(args, len(workloads)))
+    print(f"wrote {len(written)} files to {args.out}/: {', '.join(p.name for p in written)}")
 
 
 if __name__ == "__main__":

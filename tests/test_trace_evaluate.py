@@ -51,19 +51,20 @@ def run(tmp_path: Path, *args: str, subprocess_run: bool = False) -> subprocess.
 @pytest.mark.parametrize("trace", ["philly", "acme"])
 def test_evaluate_on_the_synthetic_samples(tmp_path, trace):
     out = run(tmp_path, "--trace", trace, "--policies", "fcfs", "sjf", "lcf",
-              "--seeds", "2", "--window-days", "0.05", subprocess_run=trace == "philly")
+              "--seeds", "2", "--window-days", "0.05", "--plot", subprocess_run=trace == "philly")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "SYNTHETIC (not real data)" in out.stdout
     table = pd.read_csv(tmp_path / "table.csv", index_col=0)
     windows = pd.read_csv(tmp_path / "workloads.csv")
     assert set(table.index) == {"fcfs", "sjf", "lcf", "bace_pipe"}
-    for ratio in ("jct_vs_bace", "p50_vs_bace", "p99_vs_bace", "makespan_vs_bace", "cost_vs_bace"):
+    for ratio in ("jct_vs_bace_pipe", "p50_vs_bace_pipe", "p99_vs_bace_pipe", "makespan_vs_bace_pipe",
+                  "cost_vs_bace_pipe"):
         assert table.loc["bace_pipe", ratio] == 1.0
     each = pd.read_csv(tmp_path / "runs.csv").set_index(["policy", "seed"])
     by_seed = each.loc["lcf"].avg_jct_h / each.loc["bace_pipe"].avg_jct_h  # a non-reference row
-    assert table.loc["lcf", "jct_vs_bace"] == pytest.approx(by_seed.mean(), rel=1e-9)
+    assert table.loc["lcf", "jct_vs_bace_pipe"] == pytest.approx(by_seed.mean(), rel=1e-9)
     # no queueing at all in these short windows leaves the wait ratio undefined (NaN), not 1
-    wait = table.loc["bace_pipe", "wait_vs_bace"]
+    wait = table.loc["bace_pipe", "wait_vs_bace_pipe"]
     assert wait == 1.0 or (np.isnan(wait) and table.loc["bace_pipe", "avg_wait_h"] == 0)
     # jobs get at most min(request, K*) GPUs: per replicate, the mean is at most the target's
     assert (table.gpus_per_job <= windows.target_gpus_per_job.mean() + 1e-9).all()
@@ -88,7 +89,7 @@ def test_evaluate_bad_trace_file_is_a_clear_error(tmp_path):
     bad = tmp_path / "broken_cluster_job_log.json"
     bad.write_text('[{"status": "Pass"}]')
     out = run(tmp_path, "--trace", "philly", "--trace-file", str(bad), "--policies", "lcf", "--seeds", "1")
-    assert out.returncode != 0
+    assert out.returncode == 2
     assert "broken_cluster_job_log.json" in out.stderr and "missing field" in out.stderr
 
 
@@ -102,7 +103,7 @@ def test_evaluate_reads_a_file_whose_name_gives_no_hint_with_trace_kind(tmp_path
     assert out.returncode == 0, out.stderr[-3000:]
     assert "[acme_seren]" in out.stdout
     wrong = run(tmp_path, "--trace", "philly", *args[2:], "--trace-kind", "acme_seren")
-    assert wrong.returncode != 0 and "--trace-kind" in wrong.stderr
+    assert wrong.returncode == 2 and "--trace-kind" in wrong.stderr
 
 
 def test_evaluate_a_checkpoint_on_a_trace(tmp_path):
@@ -121,12 +122,12 @@ def test_evaluate_a_checkpoint_on_a_trace(tmp_path):
               "--seeds", "1", "--window-days", "0", "--max-jobs", "25")
     assert out.returncode == 0, out.stderr[-3000:]
     table = pd.read_csv(tmp_path / "table.csv", index_col=0)
-    assert set(table.index) == {"lcf", "tiny", str(other)[: -len(".zip")], "bace_pipe"}
+    assert set(table.index) == {"lcf", f"agent ({ckpt})", f"agent ({other})", "bace_pipe"}
     runs = pd.read_csv(tmp_path / "runs.csv")
     assert (runs.jobs == 25).all()
     # a checkpoint reads the layout it was trained on: a clear error names the option
     wrong = run(tmp_path, "--trace", "philly", "--policies", str(ckpt), "--window", "4", "--seeds", "1")
-    assert wrong.returncode != 0 and "--window 4" in wrong.stderr
+    assert wrong.returncode == 2 and "--window 4" in wrong.stderr
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -135,7 +136,7 @@ def test_evaluate_a_checkpoint_on_a_trace(tmp_path):
 ])
 def test_evaluate_rejects_options_that_would_be_ignored_or_leak(tmp_path, args, words):
     out = run(tmp_path, *args, "--policies", "lcf", "--seeds", "1")
-    assert out.returncode != 0 and words in out.stderr
+    assert out.returncode == 2 and words in out.stderr
 
 
 def test_agents_get_short_windows_by_default():
