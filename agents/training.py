@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import random
+import time
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.save_util import load_from_zip_file
 
 import baselines
 from agents.evaluation import evaluate
@@ -44,19 +50,85 @@ def load_model(algo: str, path: str | Path, env=None):
     return ALGOS[algo].load(str(path), env=env, device="cpu")
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint that does not reload, or no usable checkpoint to resume from."""
+
+
+def previous_path(last: str | Path) -> Path:
+    """Where the checkpoint before ``last`` is kept: runs/<name>/previous.zip next to last.zip."""
+    last = Path(last)
+    return last.with_name("previous.zip" if last.name == "last.zip" else last.stem + "-previous.zip")
+
+
+def checkpoint_problem(path: str | Path) -> str | None:
+    """Why ``path`` is not a readable checkpoint (missing, truncated, corrupt), in one line, or
+    None when it reads. Touches no random state; whether it fits an algorithm and envs is the
+    loader's question."""
+    path = Path(path)
+    if not path.exists():
+        return "missing"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+        if bad is not None:
+            return f"{bad} inside fails its checksum"
+        data, params, _ = load_from_zip_file(path, device="cpu", print_system_info=False)
+    except Exception as err:  # noqa: BLE001 - whatever the reader trips on, the file is unusable
+        return " ".join(f"{type(err).__name__}: {err}".split())
+    if not data or not params:
+        return "no model data or parameters in it"
+    return None
+
+
+def verify_checkpoint(path: str | Path, algo_class) -> None:
+    """Reload ``path`` as ``algo_class`` (as load_model does); raise CheckpointError naming the
+    file when that fails. The global random states are restored afterwards: loading reseeds
+    them, and a verified run must train exactly as an unverified one."""
+    states = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if torch.cuda.is_initialized() else []):
+        try:
+            model = algo_class.load(str(path), device="cpu")
+        except Exception as err:  # noqa: BLE001
+            raise CheckpointError(f"checkpoint {path} does not reload: {type(err).__name__}: {err}") from err
+        finally:
+            random.setstate(states[0])
+            np.random.set_state(states[1])
+    if model is None or getattr(model, "policy", None) is None:
+        raise CheckpointError(f"checkpoint {path} does not reload: no model in it")
+
+
+def pick_checkpoint(last: str | Path) -> tuple[Path, str | None]:
+    """The checkpoint to resume from: ``last`` if it reads, else the previous one, with a one-line
+    note naming the broken file. CheckpointError naming both files when neither reads."""
+    last = Path(last)
+    previous = previous_path(last)
+    problem = checkpoint_problem(last)
+    if problem is None:
+        return last, None
+    fallback = checkpoint_problem(previous)
+    if fallback is None:
+        return previous, f"{last} is unusable ({problem}); resuming from {previous}"
+    raise CheckpointError(f"no usable checkpoint: {last} ({problem}), {previous} ({fallback})")
+
+
 class CheckpointLast(BaseCallback):
-    """Every ``every`` steps save the model to ``path`` (atomically: write, then rename), so a
-    killed run loses at most one interval."""
+    """Every ``every`` steps save the model to ``path`` (atomically: write a partial file, reload
+    it to verify it, then rename), keeping the one before as previous_path(path), so a killed
+    run loses at most one interval and a broken last checkpoint still leaves an older one."""
 
     def __init__(self, path: Path, every: int):
         super().__init__()
         self.path = Path(path)
+        self.previous = previous_path(self.path)
         self.every = int(every)
         self._last = 0
 
     def _save(self) -> None:
         tmp = self.path.with_name(self.path.stem + "-partial.zip")
         self.model.save(str(tmp))
+        verify_checkpoint(tmp, type(self.model))
+        if self.path.exists():
+            self.path.replace(self.previous)
         tmp.replace(self.path)
 
     def _on_training_start(self) -> None:
@@ -71,6 +143,42 @@ class CheckpointLast(BaseCallback):
 
     def _on_training_end(self) -> None:
         self._save()
+
+
+class ProgressLines(BaseCallback):
+    """Every ``every`` steps print one flushed line, for logs without a progress bar:
+    "timesteps 20480/100352, 31 s, agent JCT 0.90x BACE-Pipe, cost 1.02x" (the ratios when
+    ``compare`` evaluated since the previous line). Reads only: training is unchanged."""
+
+    def __init__(self, every: int, total: int, compare: CompareToBaceCallback | None = None,
+                 write: Callable[[str], None] | None = None):
+        super().__init__()
+        self.every = int(every)
+        self.total = int(total)
+        self.compare = compare
+        self.write = write or (lambda line: print(line, flush=True))
+        self._last = 0
+        self._seen = 0
+        self._start = 0.0
+
+    def _on_training_start(self) -> None:
+        self._last = self.num_timesteps - self.num_timesteps % self.every
+        self._seen = len(self.compare.history) if self.compare is not None else 0
+        self._start = time.time()
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps - self._last >= self.every:
+            self._last = self.num_timesteps
+            self.write(self.line())
+        return True
+
+    def line(self) -> str:
+        text = f"timesteps {self.num_timesteps}/{self.total}, {time.time() - self._start:.0f} s"
+        if self.compare is not None and len(self.compare.history) > self._seen:
+            self._seen = len(self.compare.history)
+            row = self.compare.history[-1]
+            text += f", agent JCT {row['jct_ratio']:.2f}x BACE-Pipe, cost {row['cost_ratio']:.2f}x"
+        return text
 
 
 class CompareToBaceCallback(BaseCallback):

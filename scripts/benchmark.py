@@ -1,6 +1,6 @@
 """The paper's experiments (BACE-Pipe section IV) on the geo_gym cost model.
 
-    python scripts/benchmark.py --out docs/results            # full run
+    python scripts/benchmark.py --out docs/results            # full run (default --out: out/benchmark)
     python scripts/benchmark.py --out /tmp/bench --quick      # smoke run (tests)
 
 Experiments (each over --seeds workload draws of `paper-default`, datasets drawn per seed):
@@ -46,8 +46,8 @@ from geo_gym import cli  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
-parser.add_argument("--out", type=Path, default=None,
-                    help="where the CSVs, tables and plots go (default: docs/results; --quick needs it)")
+parser.add_argument("--out", type=Path, default=Path("out/benchmark"),
+                    help="where the CSVs, tables and plots go (the published ones: --out docs/results)")
 parser.add_argument("--seeds", type=cli.positive_int, default=20, help="workload draws per setting")
 parser.add_argument("--quick", action="store_true", help="2 seeds, fewer settings: a smoke run")
 parser.add_argument("--uncertainty", action="store_true", help="run the SchedMate experiment")
@@ -56,10 +56,6 @@ parser.add_argument("--start-rule", type=cli.start_rule, default="memory",
 parser.add_argument("--start-rules", action="store_true",
                     help="run the main comparison and the ablations under each start rule")
 args = parser.parse_args()
-if args.out is None:
-    if args.quick:  # a smoke run must not overwrite the published results
-        parser.error("--quick writes a smoke run: give --out DIR (not docs/results)")
-    args.out = Path("docs/results")
 if args.uncertainty and args.start_rules:
     parser.error("--uncertainty and --start-rules are two different experiments: give one")
 
@@ -105,18 +101,18 @@ def run_experiment(name: str, knob, values, policies, start_rule: str = args.sta
     df = pd.DataFrame(rows)
     ref = df[df.policy == "bace_pipe"].set_index(["setting", "seed"])
     key = pd.MultiIndex.from_frame(df[["setting", "seed"]])
-    df["norm_jct"] = df["avg_jct_h"].to_numpy() / ref.loc[key, "avg_jct_h"].to_numpy()
-    df["norm_cost"] = df["total_cost"].to_numpy() / ref.loc[key, "total_cost"].to_numpy()
+    df["jct_vs_bace_pipe"] = df["avg_jct_h"].to_numpy() / ref.loc[key, "avg_jct_h"].to_numpy()
+    df["cost_vs_bace_pipe"] = df["total_cost"].to_numpy() / ref.loc[key, "total_cost"].to_numpy()
     return df
 
 
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
     g = df.groupby(["experiment", "setting", "policy"], sort=False)
     out = g.agg(
-        norm_jct_mean=("norm_jct", "mean"),
-        norm_jct_std=("norm_jct", "std"),
-        norm_cost_mean=("norm_cost", "mean"),
-        norm_cost_std=("norm_cost", "std"),
+        jct_vs_bace_pipe=("jct_vs_bace_pipe", "mean"),
+        jct_vs_bace_pipe_std=("jct_vs_bace_pipe", "std"),
+        cost_vs_bace_pipe=("cost_vs_bace_pipe", "mean"),
+        cost_vs_bace_pipe_std=("cost_vs_bace_pipe", "std"),
         avg_jct_h=("avg_jct_h", "mean"),
         total_cost=("total_cost", "mean"),
         seeds=("seed", "count"),
@@ -126,15 +122,15 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
 
 def plot(name: str, summary: pd.DataFrame, knob, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    for ax, metric, label in zip(axes, ["norm_jct", "norm_cost"], ["Avg. JCT", "Total Cost"], strict=True):
+    for ax, metric, label in zip(axes, ["jct_vs_bace_pipe", "cost_vs_bace_pipe"], ["Avg. JCT", "Total Cost"], strict=True):
         s = summary[summary.experiment == name]
         if knob is None:
-            ax.bar(s.policy, s[f"{metric}_mean"], yerr=s[f"{metric}_std"], capsize=3, color="#4c72b0")
+            ax.bar(s.policy, s[metric], yerr=s[f"{metric}_std"], capsize=3, color="#4c72b0")
             ax.tick_params(axis="x", rotation=30)
         else:
             for pol, grp in s.groupby("policy", sort=False):
                 x = [str(v).split("=")[1] for v in grp.setting]
-                ax.errorbar(x, grp[f"{metric}_mean"], yerr=grp[f"{metric}_std"], marker="o", capsize=3, label=pol)
+                ax.errorbar(x, grp[metric], yerr=grp[f"{metric}_std"], marker="o", capsize=3, label=pol)
             ax.set_xlabel(knob)
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_ylabel(f"Normalized {label}")

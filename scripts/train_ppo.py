@@ -9,7 +9,8 @@ The default workload is `recurring` (users resubmitting variants of their jobs, 
 arrivals, templates' early ends, 45% on average) under the `realistic` uncertainty preset
 (user-estimate predictions, infrastructure failures at the Llama 3 rate, no failure
 handler): where fixed heuristics are weakest. Writes runs/<name>/: TensorBoard logs (tb/),
-the latest checkpoint (last.zip, every --checkpoint-every steps), eval.csv (agent vs
+the latest checkpoint (last.zip, every --checkpoint-every steps, each reloaded to verify it
+before it replaces the one before, which is kept as previous.zip), eval.csv (agent vs
 BACE-Pipe during training) and comparison.csv
 (the final table on held-out seeds, which training never sees: seeds >= 1_000_000),
 curve.png (the eval.csv curves) and settings.json (the options that define the run).
@@ -19,12 +20,18 @@ curve.png (the eval.csv curves) and settings.json (the options that define the r
 tb/ and its evaluations on the same schedule. Its envs restart from seeds derived from --seed
 and the steps already done (below the held-out ones), so a resumed run is reproducible but not
 identical to an uninterrupted one (the envs' mid-episode state is not in the checkpoint).
+A truncated or corrupt last.zip is skipped for previous.zip, with a line naming it.
+
+Without a progress bar (--no-progress, or stdout not a terminal) a line reports the progress
+every --checkpoint-every or --eval-every steps, whichever is less, with the agent's held-out
+JCT and cost relative to BACE-Pipe after each evaluation.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -35,22 +42,37 @@ import baselines
 from agents.evaluation import comparison_table, evaluate
 from agents.policy import AgentPolicy
 from agents.training import (
+    CheckpointError,
     CheckpointLast,
     CompareToBaceCallback,
+    ProgressLines,
     load_model,
     make_model,
     make_vec_env,
+    pick_checkpoint,
+    previous_path,
 )
 from geo_gym import cli
+
+
+def cli_json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not JSON ({err}): {text}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text}")
+    return value
+
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--name", default="default", help="run folder under runs/")
 parser.add_argument("--scenario", default="recurring")
-parser.add_argument("--scenario-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
+parser.add_argument("--scenario-kwargs", type=cli_json_object, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
 parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo")
 parser.add_argument("--timesteps", type=cli.positive_int, default=100_000)
 parser.add_argument("--num-envs", type=cli.positive_int, default=16)
-parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--seed", type=cli.non_negative_int, default=0)
 parser.add_argument("--cost-weight", type=cli.cost_weight, default=0.1, help="hours of JCT per dollar in the reward")
 parser.add_argument("--window", type=cli.positive_int, default=8)
 parser.add_argument("--uncertainty", type=cli.uncertainty, default="realistic",
@@ -63,8 +85,9 @@ parser.add_argument("--eval-every", type=cli.positive_int, default=20_000)
 parser.add_argument("--eval-seeds", type=cli.positive_int, default=10, help="held-out workloads during training")
 parser.add_argument("--final-seeds", type=cli.positive_int, default=30, help="held-out workloads for the final table")
 parser.add_argument("--checkpoint-every", type=cli.positive_int, default=10_000)
-parser.add_argument("--resume", action="store_true", help="continue from runs/<name>/last.zip")
-parser.add_argument("--no-progress", action="store_true")
+parser.add_argument("--resume", action="store_true",
+                    help="continue from runs/<name>/last.zip (previous.zip if last.zip is broken)")
+parser.add_argument("--no-progress", action="store_true", help="no progress bar: a progress line every few steps instead")
 args = parser.parse_args()
 
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with args.seed + i
@@ -112,7 +135,7 @@ def main() -> None:
     run = Path("runs") / args.name
     run.mkdir(parents=True, exist_ok=True)
     last = run / "last.zip"
-    if args.resume and not last.exists():
+    if args.resume and not last.exists() and not previous_path(last).exists():
         raise SystemExit(f"--resume: no checkpoint at {last}")
     check_settings(run)
     if not args.resume:  # a fresh run under a used name: no stale curves next to the new ones
@@ -128,9 +151,15 @@ def main() -> None:
     env = make_vec_env(args.num_envs, args.scenario, args.scenario_kwargs, seed=args.seed, **env_kwargs)
     if args.resume:
         try:
-            model = load_model(args.algo, last, env=env)
+            ckpt, note = pick_checkpoint(last)
+        except CheckpointError as err:
+            raise SystemExit(f"--resume: {err}") from None
+        if note:
+            print(f"--resume: {note}", flush=True)
+        try:
+            model = load_model(args.algo, ckpt, env=env)
         except (TypeError, ValueError) as err:  # another algorithm's checkpoint, another layout
-            raise SystemExit(f"--resume: {last} does not fit --algo {args.algo} and these envs: {err}") from None
+            raise SystemExit(f"--resume: {ckpt} does not fit --algo {args.algo} and these envs: {err}") from None
         model.tensorboard_log = str(run / "tb")  # the zip remembers where it was first trained
         # fresh workloads for the resumed part, not a replay of the first ones, from env seeds
         # that stay below the held-out ones whatever the step count
@@ -144,12 +173,16 @@ def main() -> None:
     eval_seeds = range(HELD_OUT, HELD_OUT + args.eval_seeds)
     compare = CompareToBaceCallback(args.eval_every, args.scenario, eval_seeds, args.scenario_kwargs, env_kwargs)
     remaining = max(0, args.timesteps - model.num_timesteps)
+    callbacks = [CheckpointLast(last, args.checkpoint_every), compare]
+    progress_bar = not args.no_progress and sys.stdout.isatty()
+    if not progress_bar:  # a redirected log still shows where training is
+        callbacks.append(ProgressLines(min(args.eval_every, args.checkpoint_every), args.timesteps, compare))
     start = time.time()
     model.learn(
         remaining,
-        callback=[CheckpointLast(last, args.checkpoint_every), compare],
+        callback=callbacks,
         reset_num_timesteps=not args.resume,
-        progress_bar=not args.no_progress,
+        progress_bar=progress_bar,
         tb_log_name="ppo",
     )
     train_s = time.time() - start
@@ -167,6 +200,20 @@ def main() -> None:
     table.to_csv(run / "comparison.csv")
     print(f"\ntrained {model.num_timesteps} steps in {train_s:.0f} s; held-out seeds {final_seeds.start}..{final_seeds.stop - 1}")
     print(table.round(3).to_markdown())
+    print(f"\nwrote {run}/: " + ", ".join(written(run)))
+
+
+def written(run: Path) -> list[str]:
+    """The run folder's outputs that exist, with their sizes."""
+    names = ("last.zip", "previous.zip", "comparison.csv", "eval.csv", "curve.png", "settings.json")
+    out = [f"{name} ({size_text((run / name).stat().st_size)})" for name in names if (run / name).exists()]
+    if (run / "tb").is_dir():
+        out.append(f"tb/ ({sum(1 for _ in (run / 'tb').rglob('events.out.tfevents.*'))} TensorBoard event files)")
+    return out
+
+
+def size_text(size: int) -> str:
+    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} kB" if size >= 1e3 else f"{size} B"
 
 
 if __name__ == "__main__":

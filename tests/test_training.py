@@ -11,7 +11,14 @@ import pytest
 from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.policy import AgentPolicy
-from agents.training import CheckpointLast, load_model, make_model, make_vec_env
+from agents.training import (
+    CheckpointError,
+    CheckpointLast,
+    load_model,
+    make_model,
+    make_vec_env,
+    verify_checkpoint,
+)
 from geo_gym.env import GeoPipeEnv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +36,8 @@ def test_train_script_checkpoints_resumes_and_reports(tmp_path):
     assert (run / "last.zip").exists() and any((run / "tb").rglob("events.out.tfevents.*"))
     table = pd.read_csv(run / "comparison.csv", index_col=0)
     assert {"agent", "bace_pipe", "lcf", "random"} <= set(table.index)
-    assert table.loc["bace_pipe", "jct_vs_ref"] == 1.0
+    jct_vs = next(c for c in table.columns if c.startswith("jct_vs_"))  # jct_vs_<reference>
+    assert table.loc["bace_pipe", jct_vs] == 1.0
     evals = pd.read_csv(run / "eval.csv")
     assert len(evals) >= 1 and (evals.bace_avg_jct_h > 0).all()
     assert {"agent_failures", "bace_failures", "jct_ratio", "cost_ratio"} <= set(evals.columns)
@@ -72,13 +80,13 @@ def test_evaluate_script_compares_baselines_and_checkpoints(tmp_path):
     cmd = [
         sys.executable, str(ROOT / "scripts" / "evaluate.py"), "--policies", "lcf", "sjf", str(ckpt),
         "--scenario", "paper-fig1", "--window", "2", "--seeds", "2", "--uncertainty", "realistic",
-        "--out", str(tmp_path / "out"),
+        "--out", str(tmp_path / "out"), "--plot",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     table = pd.read_csv(tmp_path / "out" / "table.csv", index_col=0)
-    assert {"lcf", "sjf", "agentrun", "bace_pipe"} == set(table.index)
-    assert table.loc["bace_pipe", "jct_vs_bace"] == 1.0
+    assert {"lcf", "sjf", f"agent ({ckpt})", "bace_pipe"} == set(table.index)
+    assert table.loc["bace_pipe", "jct_vs_bace_pipe"] == 1.0
     assert (tmp_path / "out" / "jct_cdf.png").exists() and (tmp_path / "out" / "cost.png").exists()
 
 
@@ -118,3 +126,62 @@ def test_the_agent_reads_the_layout_of_an_env_with_more_regions_than_the_size_te
     obs = env.reset()
     actions, _ = AgentPolicy(model).predict(obs)
     assert env.action_masks()[np.arange(2), actions].all()
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_resume_falls_back_to_the_previous_checkpoint_and_logs_progress(tmp_path):
+    cmd = [
+        sys.executable, str(ROOT / "scripts" / "train_ppo.py"), "--name", "t", "--timesteps", "512",
+        "--num-envs", "2", "--n-steps", "64", "--eval-every", "256", "--checkpoint-every", "128",
+        "--eval-seeds", "1", "--final-seeds", "1",
+    ]
+    # stdout is a pipe, not a terminal: progress lines instead of a progress bar
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert [ln.split(",")[0] for ln in lines if ln.startswith("timesteps ")] == [
+        f"timesteps {t}/512" for t in (128, 256, 384, 512)]
+    assert any(ln.startswith("timesteps 256/512") and "x BACE-Pipe" in ln for ln in lines)
+    wrote = next(ln for ln in lines if ln.startswith("wrote "))
+    for name in ("last.zip", "previous.zip", "comparison.csv", "eval.csv", "curve.png", "settings.json", "tb/"):
+        assert name in wrote
+    run = tmp_path / "runs" / "t"
+    assert not (run / "last-partial.zip").exists()
+    assert load_model("maskable-ppo", run / "previous.zip").num_timesteps == 512  # the save before the end's
+
+    _truncate(run / "last.zip")
+    resume = cmd[:5] + ["768"] + cmd[6:] + ["--no-progress", "--resume"]
+    resumed = subprocess.run(resume, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    note = [ln for ln in resumed.stdout.splitlines() if ln.startswith("--resume:")]
+    assert len(note) == 1 and str(Path("runs/t/last.zip")) in note[0] and "previous.zip" in note[0]
+    assert "trained 768 steps" in resumed.stdout and "timesteps 640/768" in resumed.stdout
+    assert load_model("maskable-ppo", run / "last.zip").num_timesteps == 768
+
+    _truncate(run / "last.zip")
+    _truncate(run / "previous.zip")
+    broken = subprocess.run(resume, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert broken.returncode != 0 and "Traceback" not in broken.stderr
+    error = broken.stderr.strip().splitlines()
+    assert len(error) == 1 and "last.zip" in error[0] and "previous.zip" in error[0]
+
+
+def test_verified_checkpoints_leave_training_unchanged(tmp_path):
+    # Reloading a checkpoint reseeds the global random states; the verification restores them,
+    # so a run with checkpoints trains exactly as one without.
+    def train(callback):
+        env = make_vec_env(2, "paper-default", seed=0)
+        model = make_model("maskable-ppo", env, seed=0, tensorboard_log=None, n_steps=32, batch_size=32)
+        model.learn(192, callback=callback)
+        return model.policy.state_dict()
+
+    plain, checked = train(None), train(CheckpointLast(tmp_path / "last.zip", 32))
+    assert all(np.array_equal(plain[k].numpy(), checked[k].numpy()) for k in plain)
+    assert (tmp_path / "previous.zip").exists()
+    _truncate(tmp_path / "last.zip")
+    with pytest.raises(CheckpointError, match="last.zip"):
+        verify_checkpoint(tmp_path / "last.zip", type(load_model("maskable-ppo", tmp_path / "previous.zip")))
