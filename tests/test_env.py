@@ -198,8 +198,9 @@ def test_actions_are_one_integer_and_decode_in_range():
     for bad in (-1, wait + 1, 10**6, 2**64):  # outside Discrete(19): an error, not a "wait"
         with pytest.raises(ValueError, match=rf"action {bad} is outside the action space Discrete\({wait + 1}\)"):
             env.step(bad)
-    with pytest.raises(ValueError, match="max_jobs"):
-        GeoPipeEnv("paper-default", max_jobs=-5)
+    for bad in (-5, float("nan"), 2.5):
+        with pytest.raises(ValueError, match="max_jobs"):
+            GeoPipeEnv("paper-default", max_jobs=bad)
     valid = int(np.flatnonzero(info["action_mask"])[0])
     _, _, _, _, info = env.step(np.array([valid]))  # a one-element array, as SB3 passes it
     assert not info["invalid_action"]

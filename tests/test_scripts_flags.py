@@ -29,6 +29,7 @@ def test_bad_start_rule_is_a_one_line_error(script: str, bad: str) -> None:
 @pytest.mark.parametrize("script, args, says", [
     ("evaluate.py", ["--cost-weight", "nan"], "--cost-weight: must be a finite number >= 0, got nan"),
     ("train_ppo.py", ["--window", "0"], "--window: must be an integer >= 1, got 0"),
+    ("evaluate.py", ["--window", "0"], "--window: must be an integer >= 1, got 0"),
 ])
 def test_bad_flags_are_one_line_errors(script: str, args: list[str], says: str) -> None:
     out = subprocess.run([sys.executable, str(SCRIPTS / script), *args], capture_output=True, text=True, timeout=300)
@@ -38,6 +39,7 @@ def test_bad_flags_are_one_line_errors(script: str, args: list[str], says: str) 
 def test_help_shows_defaults_and_benchmark_says_what_it_wrote(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(SCRIPTS / "benchmark.py"), "--help"], capture_output=True, text=True)
     assert "(default: 20)" in out.stdout
+    assert "(default: out/benchmark)" in out.stdout  # never the tracked docs/results unless asked
     out = subprocess.run([sys.executable, str(SCRIPTS / "benchmark.py"), "--quick", "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and f"wrote 12 files to {tmp_path}/" in out.stdout
