@@ -146,6 +146,7 @@ def main(args) -> None:
         fig.tight_layout()
         fig.savefig(args.out / "bench.png", dpi=90)
         plt.close(fig)
+        print(f"wrote 2 files to {args.out}/: bench.csv, bench.png")
 
 
 if __name__ == "__main__":

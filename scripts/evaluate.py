@@ -65,7 +65,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 import baselines
 from agents.evaluation import KEY_COLUMNS, METRICS, REFERENCE, add_ratios, rank, ratio_name
@@ -510,7 +509,7 @@ def main(args) -> None:
     check_agents_fit(policies, first.cluster.num_regions, args.window)
     rows, jcts, wall = [], {}, {}
     tasks = [(p, w) for p in policies.items() for w in workloads]
-    for (name, pol), (seed, scenario, past) in tqdm(tasks, desc="evaluate"):
+    for (name, pol), (seed, scenario, past) in cli.progress(tasks, desc="evaluate"):
         t = time.perf_counter()
         if past is not None:
             res = simulate_warm(scenario, past, pol, seed=seed, env_kwargs=env_kwargs)
