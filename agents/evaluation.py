@@ -34,7 +34,8 @@ def evaluate(policies: dict, scenario, seeds, scenario_kwargs=None, env_kwargs=N
     for name, policy in policies.items():
         for seed in seeds:
             res = simulate(scenario, policy, seed=int(seed), scenario_kwargs=scenario_kwargs, env_kwargs=env_kwargs)
-            rows.append({"policy": name, "seed": int(seed), **{m: res.summary[m] for m in METRICS}})
+            rows.append({"policy": name, "seed": int(seed), **{m: res.summary[m] for m in METRICS},
+                         "num_jobs": res.summary["num_jobs"]})
     return pd.DataFrame(rows)
 
 

@@ -12,7 +12,10 @@ handler): where fixed heuristics are weakest. Writes runs/<name>/: TensorBoard l
 the latest checkpoint (last.zip, every --checkpoint-every steps, each reloaded to verify it
 before it replaces the one before, which is kept as previous.zip), eval.csv (agent vs
 BACE-Pipe during training) and comparison.csv
-(the final table on held-out seeds, which training never sees: seeds >= 1_000_000),
+(the final table on held-out seeds, which training never sees: seeds >= 1_000_000, with a
+"best fixed" row: the best queue order x placement rule chosen on separate validation seeds,
+agents/protocol.py), protocol.json (agent / best fixed in the trained objective with a
+bootstrap 95% CI over the paired test seeds),
 curve.png (the eval.csv curves) and settings.json (the options that define the run).
 
 --resume continues runs/<name>/last.zip to --timesteps in all, with the run's own settings
@@ -41,6 +44,7 @@ import pandas as pd
 import baselines
 from agents.evaluation import comparison_table, evaluate
 from agents.policy import AgentPolicy
+from agents.protocol import objective, order_rule_policies, paired_ratio, select_best_fixed
 from agents.training import (
     CheckpointError,
     CheckpointLast,
@@ -196,16 +200,41 @@ def main() -> None:
     policies = {"agent": AgentPolicy(model)}
     policies.update({n: baselines.make(n) for n in baselines.names()})
     final_seeds = range(HELD_OUT + 10_000, HELD_OUT + 10_000 + args.final_seeds)
-    table = comparison_table(evaluate(policies, args.scenario, final_seeds, args.scenario_kwargs, env_kwargs))
+    # the strongest fixed policy of the agent's action space, chosen on seeds of its own
+    validation_seeds = range(HELD_OUT + 20_000, HELD_OUT + 20_000 + args.final_seeds)
+    best, _ = select_best_fixed(args.scenario, validation_seeds, args.cost_weight, args.scenario_kwargs, env_kwargs)
+    best_row = f"best fixed ({best})"
+    policies[best_row] = order_rule_policies()[best]
+    runs = evaluate(policies, args.scenario, final_seeds, args.scenario_kwargs, env_kwargs)
+    table = comparison_table(runs)
     table.to_csv(run / "comparison.csv")
+    runs["objective"] = objective(runs.avg_jct_h, runs.total_cost, runs.num_jobs, args.cost_weight)
+    per_seed = runs.pivot(index="seed", columns="policy")
+    paired = paired_ratio(per_seed["objective"]["agent"].to_numpy(), per_seed["objective"][best_row].to_numpy(),
+                          seed=args.seed)
+    protocol = {
+        "best_fixed": best, "validation_seeds": [validation_seeds.start, validation_seeds.stop - 1],
+        "test_seeds": [final_seeds.start, final_seeds.stop - 1], "cost_weight": args.cost_weight,
+        "objective_ratio": paired,
+        "jct_ratio": float(table.loc["agent", "avg_jct_h"] / table.loc[best_row, "avg_jct_h"]),
+        "cost_ratio": float(table.loc["agent", "total_cost"] / table.loc[best_row, "total_cost"]),
+    }
+    (run / "protocol.json").write_text(json.dumps(protocol, indent=1) + "\n")
     print(f"\ntrained {model.num_timesteps} steps in {train_s:.0f} s; held-out seeds {final_seeds.start}..{final_seeds.stop - 1}")
     print(table.round(3).to_markdown())
+    print(
+        f"\nagent / {best_row}, the best queue order x placement rule on validation seeds "
+        f"{validation_seeds.start}..{validation_seeds.stop - 1}, in the trained objective "
+        f"(N x avg JCT + {args.cost_weight:g} x cost) on the test seeds: {paired['ratio']:.3f} "
+        f"(95% CI {paired['ci_low']:.3f}-{paired['ci_high']:.3f}); avg JCT {protocol['jct_ratio']:.3f}x, "
+        f"cost {protocol['cost_ratio']:.3f}x"
+    )
     print(f"\nwrote {run}/: " + ", ".join(written(run)))
 
 
 def written(run: Path) -> list[str]:
     """The run folder's outputs that exist, with their sizes."""
-    names = ("last.zip", "previous.zip", "comparison.csv", "eval.csv", "curve.png", "settings.json")
+    names = ("last.zip", "previous.zip", "comparison.csv", "protocol.json", "eval.csv", "curve.png", "settings.json")
     out = [f"{name} ({size_text((run / name).stat().st_size)})" for name in names if (run / name).exists()]
     if (run / "tb").is_dir():
         out.append(f"tb/ ({sum(1 for _ in (run / 'tb').rglob('events.out.tfevents.*'))} TensorBoard event files)")

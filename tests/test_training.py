@@ -1,5 +1,6 @@
 """The training pipeline end to end on a tiny budget (not a timed test)."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,13 @@ def test_train_script_checkpoints_resumes_and_reports(tmp_path):
     assert {"agent", "bace_pipe", "lcf", "random"} <= set(table.index)
     jct_vs = next(c for c in table.columns if c.startswith("jct_vs_"))  # jct_vs_<reference>
     assert table.loc["bace_pipe", jct_vs] == 1.0
+    # the best fixed policy, chosen on validation seeds that are not the test seeds
+    best = [p for p in table.index if p.startswith("best fixed (")]
+    protocol = json.loads((run / "protocol.json").read_text())
+    assert best == [f"best fixed ({protocol['best_fixed']})"]
+    (v0, v1), (t0, t1) = protocol["validation_seeds"], protocol["test_seeds"]
+    assert v1 < t0 or t1 < v0  # disjoint
+    assert protocol["objective_ratio"]["seeds"] == 2 and "agent / best fixed" in out.stdout
     evals = pd.read_csv(run / "eval.csv")
     assert len(evals) >= 1 and (evals.bace_avg_jct_h > 0).all()
     assert {"agent_failures", "bace_failures", "jct_ratio", "cost_ratio"} <= set(evals.columns)
