@@ -229,6 +229,13 @@ def _check_time_resolution(jobs, submit: np.ndarray, ideal_s: np.ndarray) -> Non
     otherwise is caught here), or one so large that adding the job's ideal run (I_j on
     k_target GPUs in one region) leaves it unchanged, which would give a JCT of 0. Jobs with
     no run at all (ideal 0) are not refused."""
+    if not submit.shape[0]:
+        return
+    # submits are sorted, so the last has the coarsest resolution; when it still resolves the
+    # shortest run, every job does (one reduction per load instead of four array passes)
+    last, shortest = float(submit[-1]), float(ideal_s.min())
+    if last <= MAX_SUBMIT_S and shortest > 0 and last + shortest != last:
+        return
     lost = ~(submit <= MAX_SUBMIT_S) | ((ideal_s > 0) & (submit + ideal_s == submit))
     if lost.any():
         i = int(np.argmax(lost))
