@@ -19,9 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from agents.evaluation import evaluate
 from baselines.policies import FixedPolicy
 from geo_gym.placement import RULE_NAMES
-from geo_gym.runner import simulate
 
 ORDERS = ("fcfs", "sjf", "priority")
 
@@ -36,18 +36,15 @@ def objective(avg_jct_h: float, total_cost: float, num_jobs: int, cost_weight: f
     return num_jobs * avg_jct_h + cost_weight * total_cost
 
 
+def with_objective(runs: pd.DataFrame, cost_weight: float) -> pd.DataFrame:
+    """``agents.evaluation.evaluate``'s rows (a policy and seed each) with their ``objective``."""
+    return runs.assign(objective=objective(runs.avg_jct_h, runs.total_cost, runs.num_jobs, cost_weight))
+
+
 def run_objectives(policies: dict, scenario, seeds: Sequence[int], cost_weight: float,
                    scenario_kwargs=None, env_kwargs=None) -> pd.DataFrame:
-    """One row per (policy, seed): avg_jct_h, total_cost, objective."""
-    rows = []
-    for name, policy in policies.items():
-        for seed in seeds:
-            s = simulate(scenario, policy, seed=int(seed), scenario_kwargs=scenario_kwargs,
-                         env_kwargs=env_kwargs).summary
-            rows.append({"policy": name, "seed": int(seed), "avg_jct_h": s["avg_jct_h"],
-                         "total_cost": s["total_cost"],
-                         "objective": objective(s["avg_jct_h"], s["total_cost"], s["num_jobs"], cost_weight)})
-    return pd.DataFrame(rows)
+    """One row per (policy, seed): the episode summary and its objective."""
+    return with_objective(evaluate(policies, scenario, seeds, scenario_kwargs, env_kwargs), cost_weight)
 
 
 def select_best_fixed(scenario, validation_seeds: Sequence[int], cost_weight: float,

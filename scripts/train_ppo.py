@@ -44,7 +44,7 @@ import pandas as pd
 import baselines
 from agents.evaluation import comparison_table, evaluate
 from agents.policy import AgentPolicy
-from agents.protocol import objective, order_rule_policies, paired_ratio, select_best_fixed
+from agents.protocol import order_rule_policies, paired_ratio, select_best_fixed, with_objective
 from agents.training import (
     CheckpointError,
     CheckpointLast,
@@ -208,8 +208,7 @@ def main() -> None:
     runs = evaluate(policies, args.scenario, final_seeds, args.scenario_kwargs, env_kwargs)
     table = comparison_table(runs)
     table.to_csv(run / "comparison.csv")
-    runs["objective"] = objective(runs.avg_jct_h, runs.total_cost, runs.num_jobs, args.cost_weight)
-    per_seed = runs.pivot(index="seed", columns="policy")
+    per_seed = with_objective(runs, args.cost_weight).pivot(index="seed", columns="policy")
     paired = paired_ratio(per_seed["objective"]["agent"].to_numpy(), per_seed["objective"][best_row].to_numpy(),
                           seed=args.seed)
     protocol = {

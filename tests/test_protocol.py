@@ -15,14 +15,16 @@ def test_every_order_and_rule_is_a_candidate():
 
 
 def test_best_fixed_is_chosen_on_the_validation_seeds_only(monkeypatch):
+    from agents import evaluation
+
     seen = []
-    real = protocol.simulate
+    real = evaluation.simulate
 
     def spy(scenario, policy, seed, **kwargs):
         seen.append(seed)
         return real(scenario, policy, seed=seed, **kwargs)
 
-    monkeypatch.setattr(protocol, "simulate", spy)
+    monkeypatch.setattr(evaluation, "simulate", spy)
     best, means = protocol.select_best_fixed("paper-default", [11, 12], cost_weight=0.1)
     assert set(seen) == {11, 12}  # never a test seed
     assert best == means["validation_objective"].idxmin() and len(means) == 3 * len(RULE_NAMES)
