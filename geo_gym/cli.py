@@ -26,11 +26,39 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def cost_weight(text: str) -> float:
-    """Hours of JCT per dollar in the objective: a finite number >= 0 (nan and inf are errors)."""
+def finite_non_negative(text: str) -> float:
+    """A finite number >= 0 (nan and inf are errors)."""
     value = float(text)
     if not (value >= 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+cost_weight = finite_non_negative  # hours of JCT per dollar in the objective
+
+
+def finite_positive(text: str) -> float:
+    value = float(text)
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def json_object(text: str) -> dict:
+    """A JSON object (scenario knobs and the like); bad JSON or another JSON type is an error."""
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON ({err}): {text}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text}")
     return value
 
 

@@ -14,7 +14,6 @@ every episode pays once in Python, on one thread.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import gymnasium as gym
@@ -29,7 +28,7 @@ from geo_gym.vector import GeoPipeVectorEnv
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--scenario", default="paper-default")
-parser.add_argument("--scenario-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"num_regions": 6}\'')
+parser.add_argument("--scenario-kwargs", type=cli.json_object, default={}, help='JSON, e.g. \'{"num_regions": 6}\'')
 parser.add_argument("--seconds", type=cli.positive_float, default=3.0, help="wall time per measurement")
 parser.add_argument("--num-envs", type=cli.positive_int, nargs="+", default=[1, 16, 64, 256])
 parser.add_argument("--start-rule", type=cli.start_rule, default=None,

@@ -97,42 +97,11 @@ TRAINING_FLAGS = {
 }
 
 
-def finite_non_negative(text: str) -> float:
-    value = cli.non_negative_float(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
-def finite_positive(text: str) -> float:
-    value = cli.positive_float(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
-    return value
-
-
-def json_object(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"not JSON ({err}): {text}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text}")
-    return value
-
-
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--policies", nargs="+", default=["bace_pipe", "sjf", "lcf", "ldf", "cr_lcf", "cr_ldf", "fcfs", "random"])
 parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo", help="for checkpoints")
 parser.add_argument("--scenario", default="paper-default")
-parser.add_argument("--scenario-kwargs", type=json_object, default={})
+parser.add_argument("--scenario-kwargs", type=cli.json_object, default={})
 parser.add_argument("--uncertainty", type=cli.uncertainty, default="perfect",
                     help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
 parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=0)
@@ -150,16 +119,16 @@ trace.add_argument("--trace", choices=["philly", "acme"], help="evaluate on a tr
 trace.add_argument("--trace-file", type=Path, help="default: the committed synthetic sample of --trace")
 trace.add_argument("--trace-kind", choices=sorted(READERS), default=None,
                    help="the file's format (traces.READERS); default: guessed from the file name")
-trace.add_argument("--window-start-days", type=finite_non_negative, default=0.0,
+trace.add_argument("--window-start-days", type=cli.finite_non_negative, default=0.0,
                    help="on the trace clock (first job = day 0); never moved to the first job")
-trace.add_argument("--window-days", type=finite_non_negative, default=0.25, help="0: the whole trace")
-trace.add_argument("--window-stride-days", type=finite_non_negative, default=None,
+trace.add_argument("--window-days", type=cli.finite_non_negative, default=0.25, help="0: the whole trace")
+trace.add_argument("--window-stride-days", type=cli.finite_non_negative, default=None,
                    help="between replicates; default --window-days")
-trace.add_argument("--sample", type=fraction, default=1.0, help="fraction of each window's jobs kept, in (0, 1]")
+trace.add_argument("--sample", type=cli.fraction, default=1.0, help="fraction of each window's jobs kept, in (0, 1]")
 trace.add_argument("--max-jobs", type=cli.non_negative_int, default=None,
                    help=f"first jobs of each window ({AGENT_MAX_JOBS} with agents); 0: all")
-trace.add_argument("--compression", type=finite_positive, default=1.0, help="arrival times divided by this")
-trace.add_argument("--target-load", type=finite_positive, default=MappingOptions.target_load)
+trace.add_argument("--compression", type=cli.finite_positive, default=1.0, help="arrival times divided by this")
+trace.add_argument("--target-load", type=cli.finite_positive, default=MappingOptions.target_load)
 trace.add_argument("--keep-cpu-jobs", action="store_true", help="map CPU-only jobs as 1-GPU jobs")
 trace.add_argument("--no-trace-failures", action="store_true", help="ignore the trace's failures")
 trace.add_argument("--warmup-previous-window", action="store_true",

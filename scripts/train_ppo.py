@@ -58,21 +58,10 @@ from agents.training import (
 )
 from geo_gym import cli
 
-
-def cli_json_object(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"not JSON ({err}): {text}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text}")
-    return value
-
-
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--name", default="default", help="run folder under runs/")
 parser.add_argument("--scenario", default="recurring")
-parser.add_argument("--scenario-kwargs", type=cli_json_object, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
+parser.add_argument("--scenario-kwargs", type=cli.json_object, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
 parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo")
 parser.add_argument("--timesteps", type=cli.positive_int, default=100_000)
 parser.add_argument("--num-envs", type=cli.positive_int, default=16)
