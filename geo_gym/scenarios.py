@@ -337,7 +337,15 @@ def scenario_factory(
         physics["memory_model"] = memory_model
     if not physics:
         return make
-    return lambda seed: replace(make(seed), **physics)
+
+    def with_physics(seed: int) -> Scenario:
+        scen = make(seed)
+        # most callers name the scenario's own rule: no copy of the scenario per episode then
+        if all(getattr(scen, k) == v for k, v in physics.items()):
+            return scen
+        return replace(scen, **physics)
+
+    return with_physics
 
 
 def _factory(name: str | Scenario, **knobs) -> Callable[[int], Scenario]:
