@@ -41,10 +41,10 @@ from numba import literal_unroll, types
 from numba.experimental import structref
 
 from geo_gym import state
-from geo_gym.uncertainty import draws
 from geo_gym.costmodel import min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
 from geo_gym.placement import FEASIBLE, apply_rule, check_kernel
 from geo_gym.state import SECONDS_PER_HOUR
+from geo_gym.uncertainty import draws
 from geo_gym.uncertainty.failures import checkpoint_rollback, time_to_failure
 from geo_gym.uncertainty.handler import handle_failure
 from geo_gym.uncertainty.predictors import retrieval_estimate, store_append
