@@ -8,7 +8,7 @@ BACE-Pipe (iteration time Eq. 1, JCT Eq. 3, electricity Eq. 4, GPU and bandwidth
 Eq. 5/6); see docs/cost_model.md. One step = one scheduling decision.
 
 ## Action Space
-``Discrete(W * R + 1)`` with W = ``window`` queue slots and R = 9 placement rules:
+``Discrete(W * R + 1)`` with W = ``window`` queue slots and R = {num_rules} placement rules:
 ``action = slot * R + rule`` starts the job in that slot with that rule's placement;
 ``action = W * R`` waits until the next event. Rules (``geo_gym.placement.RULE_NAMES``):
 
@@ -28,43 +28,15 @@ there is one, else nothing happens; ``info["invalid_action"]`` is True. Rewards 
 consistent, so the episode-return identity below holds for any action sequence.
 
 ## Observation Space
-``Box(0, 100, (10 + 4K + W (9 + 4R),), float32)``:
+``Box(0, 100, ({size},), float32)``:
 
 Names from ``geo_gym.decision`` (``GLOBAL_FEATURES``, ``REGION_FEATURES``, ``SLOT_FEATURES``,
 ``OPTION_FEATURES``; ``decision.slot_index`` etc. give an entry's index, and
 ``decision.feature_names(K, W)`` every entry's name):
 
-| block | index in block | name | feature |
-|---|---|---|---|
-| global | 0 | alpha | alpha (Eq. 11): reserved / total inter-region bandwidth |
-| global | 1 | free_share | free GPUs / all GPUs |
-| global | 2 | log_pending | log1p(pending jobs) |
-| global | 3 | log_running | log1p(running jobs) |
-| global | 4 | wait_possible | 1 if waiting is possible (an arrival, completion, failure, repair or re-queue will happen) |
-| global | 5 | log_delayed | log1p(failed jobs waiting to re-enter the queue) |
-| global | 6 | log_tracker_soonest_h | log1p(hours until the soonest completion the Metric Tracker can see), 0 when it sees none |
-| global | 7 | tracker_coverage | share of running jobs whose progress the tracker sees (1 = all; 0 also when none run) |
-| global | 8 | log_failures | log1p(infrastructure failures so far) |
-| global | 9 | repair_share | GPUs under repair / all GPUs |
-| region r | 0 | free_share | free / capacity |
-| region r | 1 | capacity_share | capacity / largest capacity |
-| region r | 2 | price_share | price / highest price |
-| region r | 3 | residual_bandwidth_share | mean residual out-bandwidth / largest link bandwidth |
-| slot s | 0 | present | 1 if a job sits in the slot |
-| slot s | 1 | intensity | I_j (Eq. 9) over the window |
-| slot s | 2 | sensitivity | D_j (Eq. 10) over the window |
-| slot s | 3 | log_remaining_h | log1p(predicted remaining E_j(K*) h) |
-| slot s | 4 | k_target | k_target/128: the GPUs the rules aim at (K* over the counts its model fits on, capped by its GPU request; under start rule `request` the request itself, `geo_gym/start_rule.py`) |
-| slot s | 5 | log_waiting_h | log1p(hours since submission: queueing, plus any earlier attempts and re-queue delays) |
-| slot s | 6 | log_job_failures | log1p(failures of this job) |
-| slot s | 7 | retrieval_hit | 1 if the prediction came from similar finished jobs |
-| slot s | 8 | min_gpus | minimum GPUs/128 (the start rule's: no option places it on fewer) |
-| option (s, rule) | 0 | valid | 1 if the rule places the job now |
-| option (s, rule) | 1 | gpus_share | GPUs / K* |
-| option (s, rule) | 2 | log_runtime_h | log1p(predicted remaining runtime h on that placement) |
-| option (s, rule) | 3 | cost_rate | sum_r n_r P_r / (K* max_r P_r) |
+{observation_table}
 
-Slot s occupies ``10 + 4K + s (9 + 4R)``, its options follow it. Future submissions are not
+Slot s occupies ``{slot_start}``, its options follow it. Future submissions are not
 shown (a real scheduler does not know them), nor are true durations or failure times. Values are clipped at 100. Durations shown are
 predictions (``pred_iters``), never the truth.
 
@@ -116,6 +88,14 @@ from geo_gym.start_rule import StartRule
 from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.uncertainty import UncertaintyConfig
 from geo_gym.workload import label_columns
+
+# The observation's size and table come from geo_gym.decision, where the layout is named once.
+__doc__ = __doc__.format(
+    num_rules=NUM_RULES,
+    size=f"{decision.NUM_GLOBAL} + {decision.NUM_REGION}K + W ({decision.NUM_SLOT} + {decision.NUM_OPTION}R)",
+    slot_start=f"{decision.NUM_GLOBAL} + {decision.NUM_REGION}K + s ({decision.NUM_SLOT} + {decision.NUM_OPTION}R)",
+    observation_table=decision.observation_table(),
+)
 
 
 def as_uncertainty(uncertainty) -> UncertaintyConfig:
