@@ -59,6 +59,68 @@ PAPER_REGIONS: tuple[RegionSpec, ...] = (
 
 
 @dataclass(frozen=True)
+class MeasuredLink:
+    """A measured inter-region network path: throughput (Gbit/s) and delay (ms) between two
+    cities' cloud regions, as a source reports them (one value per unordered pair)."""
+
+    a: str
+    b: str
+    delay_ms: float
+    gbps: float
+
+    def __post_init__(self) -> None:
+        for field in ("delay_ms", "gbps"):
+            if not getattr(self, field) > 0:
+                raise ValueError(f"MeasuredLink {self.a}-{self.b}: {field} must be > 0, got {getattr(self, field)!r}")
+
+
+# Inter-region bandwidth and delay between AWS regions from DT-FM: Yuan, He, Davis, Zhang, Dao,
+# Chen, Liang, Re, Zhang, "Decentralized Training of Foundation Models in Heterogeneous
+# Environments", NeurIPS 2022 (arXiv:2206.01288), whose geo-distributed scenarios are
+# "simulated using real-world network measurements" (abstract). The numbers are the authors':
+# `delay_bandwidth_dict` in github.com/DS3Lab/DT-FM, scheduler/generate_sim_com_matrices.py
+# (commit 69f05e50), one (delay ms, Gbps) pair per city pair, used there for the world-wide
+# scenario (8 cities, 8 GPUs each). Copied: the 15 pairs among the cities of Table II's six
+# regions (US-East-2 read as AWS us-east-2, Ohio; see DTFM_CITY). Each row: the dict's entry.
+DTFM_LINKS: tuple[MeasuredLink, ...] = (
+    MeasuredLink("Ohio", "Frankfurt", 99, 0.799),  # "Ohio-Frankfurt": (99, 0.799)
+    MeasuredLink("Ohio", "Ireland", 77, 1.14),  # "Ohio-Ireland": (77, 1.14)
+    MeasuredLink("Ohio", "Tokyo", 130, 0.694),  # "Ohio-Tokyo": (130, 0.694)
+    MeasuredLink("Ohio", "Singapore", 197, 0.452),  # "Ohio-Singapore": (197, 0.452)
+    MeasuredLink("Ohio", "Sydney", 185, 0.484),  # "Ohio-Sydney": (185, 0.484)
+    MeasuredLink("Tokyo", "Singapore", 73, 1.01),  # "Tokyo-Singapore": (73, 1.01)
+    MeasuredLink("Tokyo", "Sydney", 100, 0.761),  # "Tokyo-Sydney": (100, 0.761)
+    MeasuredLink("Tokyo", "Frankfurt", 223, 0.36),  # "Tokyo-Frankfurt": (223, 0.36)
+    MeasuredLink("Tokyo", "Ireland", 199, 0.465),  # "Tokyo-Ireland": (199, 0.465)
+    MeasuredLink("Singapore", "Sydney", 92, 0.816),  # "Singapore-Sydney": (92, 0.816)
+    MeasuredLink("Singapore", "Frankfurt", 155, 0.535),  # "Singapore-Frankfurt": (155, 0.535)
+    MeasuredLink("Singapore", "Ireland", 179, 0.492),  # "Singapore-Ireland": (179, 0.492)
+    MeasuredLink("Sydney", "Frankfurt", 265, 0.328),  # "Sydney-Frankfurt": (265, 0.328)
+    MeasuredLink("Sydney", "Ireland", 254, 0.344),  # "Sydney-Ireland": (254, 0.344)
+    MeasuredLink("Frankfurt", "Ireland", 24, 1.08),  # "Frankfurt-Ireland": (24, 1.08)
+)
+# The DT-FM city of each Table II region. Table II names its regions in AWS's style (EU-West:
+# Ireland is eu-west-1, EU-Central: Frankfurt is eu-central-1), so US-East-2 is AWS us-east-2,
+# Ohio; DT-FM measured no New York region (its nearest, Virginia, is us-east-1).
+DTFM_CITY = {
+    "EU-West": "Ireland",
+    "US-East-2": "Ohio",
+    "EU-Central": "Frankfurt",
+    "EA-East": "Tokyo",
+    "SEA-South": "Singapore",
+    "OC-East": "Sydney",
+}
+
+
+def measured_gbps(a: str, b: str, links: tuple[MeasuredLink, ...] = DTFM_LINKS) -> float:
+    """The measured throughput between cities ``a`` and ``b`` (either order)."""
+    for link in links:
+        if {link.a, link.b} == {a, b}:
+            return link.gbps
+    raise ValueError(f"no measured link between {a!r} and {b!r}")
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """An LLM architecture (paper Table III) and its training batch size."""
 

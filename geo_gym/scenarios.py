@@ -6,6 +6,8 @@
 |---------------|--------------------------------------|-------------------------------------------|
 | paper-default | Table II, B_uv = (B_u + B_v)/2       | Table III jobs (cycled), datasets by seed |
 | paper-fig1    | Fig. 1's regions A-D, Mbps links     | jobs P (Qwen2.5-14B), Q (Llama-3.1-70B)   |
+| geo-wan       | Table II GPUs and prices, B_uv       | as paper-default                          |
+|               | measured between AWS regions (DT-FM) |                                           |
 | random        | 3-6 random regions (seeded)          | random Table III jobs, Poisson arrivals   |
 | recurring     | Table II                             | users resubmitting variants of templates, |
 |               |                                      | Poisson arrivals, recurring early ends    |
@@ -13,7 +15,7 @@
 Knobs: ``bandwidth_scale`` (Fig. 5), ``capacity_scale`` (Fig. 6), ``num_jobs`` (Fig. 7), and
 for ``random`` also ``num_regions`` and ``mean_interarrival`` (seconds).
 
-``paper-default``, ``random`` and ``recurring`` hold their jobs as a ``workload.JobTable``
+``paper-default``, ``geo-wan``, ``random`` and ``recurring`` hold their jobs as a ``workload.JobTable``
 (columns of catalog jobs, the ``JobSpec`` tuple built on first access), so that an env reset
 draws and loads a workload without one Python object per job; the draws are the same as a
 job-by-job loop's (``tests/test_loading.py``).
@@ -94,18 +96,48 @@ def paper_default(
 ) -> Scenario:
     """Paper IV-A: Table II regions; the eight Table III jobs (cycled beyond 8, as in Fig. 7's
     8-24 jobs), each with a dataset drawn uniformly from the three, all queued at t = 0."""
-    num_jobs = _check_num_jobs(num_jobs)
-    rng = np.random.default_rng(seed)
+    jobs = _paper_jobs(seed, _check_num_jobs(num_jobs))
     cluster = _paper_cluster_scaled(float(bandwidth_scale), float(capacity_scale))
+    return Scenario("paper-default", cluster, jobs)
+
+
+def _paper_jobs(seed: int, num_jobs: int) -> JobTable:
+    """Paper IV-A's workload: Table III's models cycled, a dataset per job drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(catalog.PAPER_DATASETS), size=num_jobs)
-    jobs = JobTable(
+    return JobTable(
         model=_cycled_models(num_jobs),
         dataset=picks,
         submit=constant(num_jobs, 0.0),
         epochs=constant(num_jobs, float(catalog.DEFAULT_EPOCHS)),
         name_format="job{i}-{model}",
     )
-    return Scenario("paper-default", cluster, jobs)
+
+
+@cache
+def geo_wan_cluster() -> Cluster:
+    """Table II's regions (GPUs, $/kWh) with DT-FM's measured AWS inter-region throughput as
+    B_uv (catalog.DTFM_LINKS, 0.33-1.14 Gbps) in place of Table II's sampled 30-90 Gbps; the
+    regions' own bandwidth field is unused (0), the matrix is given."""
+    regions = tuple(Region(r.name, r.gpus, r.price_per_kwh, 0.0) for r in catalog.PAPER_REGIONS)
+    cities = [catalog.DTFM_CITY[r.name] for r in regions]
+    bw = np.array([[0.0 if u == v else catalog.measured_gbps(u, v) for v in cities] for u in cities])
+    return Cluster(regions, bw)
+
+
+@lru_cache(maxsize=64)
+def _geo_wan_scaled(bandwidth_scale: float, capacity_scale: float) -> Cluster:
+    return geo_wan_cluster().scaled(bandwidth_scale, capacity_scale)
+
+
+def geo_wan(
+    seed: int = 0, bandwidth_scale: float = 1.0, capacity_scale: float = 1.0, num_jobs: int = 8
+) -> Scenario:
+    """paper-default with measured WAN links: the same regions, GPUs, jobs and draws, but
+    B_uv is what DT-FM measured between the AWS regions of Table II's cities (sub-Gbps to
+    1.14 Gbps), so Eq. (6) binds: b_j at K* is 0.5-1.4 Gbps (docs/geo_wan.md)."""
+    jobs = _paper_jobs(seed, _check_num_jobs(num_jobs))
+    return Scenario("geo-wan", _geo_wan_scaled(float(bandwidth_scale), float(capacity_scale)), jobs)
 
 
 @lru_cache(maxsize=64)
@@ -297,6 +329,7 @@ def _recurring_jobs(rng, n, t_p_early, t_end, t_epochs):
 SCENARIOS = {
     "paper-default": paper_default,
     "paper-fig1": paper_fig1,
+    "geo-wan": geo_wan,
     "random": random_scenario,
     "recurring": recurring,
 }
@@ -304,6 +337,13 @@ SCENARIOS = {
 
 def scenario_names() -> list[str]:
     return sorted(SCENARIOS)
+
+
+def scenario_knobs(name: str) -> list[str]:
+    """The knobs a named scenario takes (``make_scenario(name, seed, **knobs)``), seed aside."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; known scenarios: {scenario_names()}")
+    return sorted(set(_parameters(SCENARIOS[name])) - {"seed"})
 
 
 @cache
