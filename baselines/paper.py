@@ -14,7 +14,7 @@ import pandas as pd
 import baselines
 from geo_gym import cli, costmodel
 from geo_gym.placement import Placement, check_placement
-from geo_gym.runner import simulate
+from geo_gym.runner import Unschedulable, simulate
 from geo_gym.scenarios import make_scenario
 from geo_gym.workload import profile
 
@@ -42,14 +42,19 @@ def run_experiment(
     scenario: str, name: str, knob, values, policies, seeds: int, start_rule: str = "memory",
 ) -> pd.DataFrame:
     """One row per (setting, seed, policy): its average JCT, cost, makespan and wait, and its
-    JCT and cost over BACE-Pipe's on the same seed and setting."""
+    JCT and cost over BACE-Pipe's on the same seed and setting. A policy that can never place
+    some job (``Unschedulable``) gets an infinite JCT and cost, and ``unschedulable`` True."""
     rows = []
     jobs = [(v, s, p) for v in values for s in range(seeds) for p in policies]
     for value, seed, pol in cli.progress(jobs, desc=name, leave=False):
         kwargs = {} if knob is None else {knob: value}
-        res = simulate(
-            scenario, baselines.make(pol), seed=seed, scenario_kwargs=kwargs, env_kwargs={"start_rule": start_rule},
-        )
+        try:
+            res = simulate(
+                scenario, baselines.make(pol), seed=seed, scenario_kwargs=kwargs, env_kwargs={"start_rule": start_rule},
+            )
+            summary, stuck = res.summary, False
+        except Unschedulable:
+            summary, stuck = dict.fromkeys(("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h"), np.inf), True
         rows.append(
             {
                 "experiment": name,
@@ -59,7 +64,8 @@ def run_experiment(
                 "value": value,
                 "seed": seed,
                 "policy": pol,
-                **{k: res.summary[k] for k in ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h")},
+                **{k: summary[k] for k in ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h")},
+                "unschedulable": stuck,
             }
         )
     df = pd.DataFrame(rows)

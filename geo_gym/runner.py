@@ -38,6 +38,11 @@ def _result(core: sim.Core, jobs: list, scen: Scenario, extra: dict | None = Non
     return SimResult(table, summary)
 
 
+class Unschedulable(RuntimeError):
+    """A fixed policy that can never place some job (its rule cannot give the job the GPUs its
+    start rule requires, e.g. ``ldf`` under ``kstar`` when no region holds all of K*)."""
+
+
 def simulate(
     scenario: str | Scenario,
     policy,
@@ -66,7 +71,7 @@ def simulate(
         strict = bool(getattr(policy, "strict", False))
         if not fixed.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, window or 0, strict):
             stuck = [jobs[j].name for j in core.pending[0, : core.n_pending[0]]]
-            raise RuntimeError(f"policy {policy!r} cannot place jobs {stuck}")
+            raise Unschedulable(f"policy {policy!r} cannot place jobs {stuck}")
         return _result(core, jobs, scen)
     if window is not None:
         env_kwargs["window"] = window
