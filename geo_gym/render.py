@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import cached_property
 
 import matplotlib
 import numpy as np
@@ -53,14 +54,24 @@ class ScheduleLog:
     times. ``record`` is called after each placement; ``attempts(now_h)`` is the table."""
 
     def __init__(self, core, e: int, jobs: Sequence, region_names: Sequence[str]):
-        n = len(jobs)
-        labels = label_columns(jobs)
         self.regions = tuple(region_names)
         self.capacity = core.cap[e].copy()
         self.bandwidth_gbps = core.bandwidth_gbps[e].copy()
-        self.names, self.models = labels["name"], labels["model"]
-        self.submit_h = core.submit_s[e, :n] / SECONDS_PER_HOUR
+        self.submit_h = core.submit_s[e, : len(jobs)] / SECONDS_PER_HOUR
+        self._jobs = jobs
         self._rows: list[tuple] = []
+
+    @cached_property
+    def _labels(self) -> dict[str, list[str]]:
+        return label_columns(self._jobs)  # when first drawn: an env in a render mode resets often
+
+    @property
+    def names(self) -> list[str]:
+        return self._labels["name"]
+
+    @property
+    def models(self) -> list[str]:
+        return self._labels["model"]
 
     def record(self, core, e: int, j: int, path: Sequence[int], gpus: Sequence[int]) -> None:
         """Job j has just been placed on ``path`` with ``gpus`` per path region (``sim.place``):
@@ -199,22 +210,21 @@ def draw_lanes(ax, attempts: pd.DataFrame, regions: Sequence[str], capacity: Seq
     """The region lanes: lane r spans y in [r, r + 1) (region 0 on top); an attempt's bar in
     lane r covers its GPUs there (``gpu_rows``) from start_h to end_h. Each bar's ``gid`` is
     ``"name#attempt@region"``, so that it can be found again (tests, SVG)."""
-    rows = gpu_rows(attempts, capacity)
+    rows = list(attempts.itertuples(index=False))
     span = max(attempts.end_h.max() - attempts.start_h.min(), 1e-9) if len(attempts) else 1.0
-    for (i, r), runs in rows.items():
-        row = attempts.iloc[i]
-        cap = capacity[r]
+    for (i, r), runs in gpu_rows(attempts, capacity).items():
+        row, cap = rows[i], capacity[r]
         for first, count in runs:
             bar = Rectangle(
                 (row.start_h, r + (1 - LANE_FILL) / 2 + LANE_FILL * first / cap),
                 row.end_h - row.start_h, LANE_FILL * count / cap,
-                facecolor=colors[row["model"]], edgecolor="black", linewidth=0.4,
-                hatch=HATCH if row.failed else None, gid=f"{row['name']}#{row.attempt}@{regions[r]}",
+                facecolor=colors[row.model], edgecolor="black", linewidth=0.4,
+                hatch=HATCH if row.failed else None, gid=f"{row.name}#{row.attempt}@{regions[r]}",
             )
             ax.add_patch(bar)
             if bar.get_width() >= LABEL_MIN_WIDTH * span and bar.get_height() >= LABEL_MIN_HEIGHT:
                 # the job's name and its GPUs here, cut off at the bar's edge
-                label = ax.text(row.start_h, bar.get_y() + bar.get_height() / 2, f" {row['name']} ({count})",
+                label = ax.text(row.start_h, bar.get_y() + bar.get_height() / 2, f" {row.name} ({count})",
                                 fontsize=7, va="center", ha="left")
                 label.set_clip_path(bar)
         if row.failed:
@@ -242,7 +252,7 @@ def draw_links(ax, times: np.ndarray, alphas: np.ndarray, busiest: np.ndarray) -
     ax.step(times, 100 * alphas, where="post", color="tab:green", label="all links (alpha, Eq. 11)")
     ax.step(times, 100 * busiest, where="post", color="tab:purple", label="busiest link")
     ax.set_ylabel("bandwidth\nreserved (%)")
-    ax.set_ylim(0, max(110 * busiest.max(initial=0.0), 1e-3))
+    ax.set_ylim(0, max(110 * busiest.max(initial=0.0), 1.0))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 

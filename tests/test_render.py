@@ -158,6 +158,14 @@ def test_rgb_array_through_gym_make():
     env.close()
 
 
+def test_gymnasium_env_checker_renders_every_mode():
+    from gymnasium.utils.env_checker import check_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning either (the checker warns on what it dislikes)
+        check_env(gym.make("geo_gym/GeoPipe-v0", scenario="paper-fig1").unwrapped)  # made: it has a spec
+
+
 def test_a_bad_render_mode_is_an_error_naming_it():
     with pytest.raises(ValueError, match="'rgb'"):
         GeoPipeEnv("paper-fig1", render_mode="rgb")
