@@ -21,8 +21,11 @@ order: avg / p50 / p99 JCT, avg queueing, makespan, total cost, failures, each a
 |ln(predicted / executed iterations)| of what the scheduler was told about each job.
 <out>/runs.csv has a row per policy and replicate, and, for traces, <out>/workloads.csv the jobs,
 load and capacity of every replicate. --plot adds <out>/jct_cdf.png (the JCT CDF of each policy,
-every replicate's jobs pooled: one plot for the workload set evaluated) and <out>/cost.png. The
-script ends by listing every file it wrote.
+every replicate's jobs pooled: one plot for the workload set evaluated), <out>/cost.png and, per
+policy, <out>/schedule_<policy>.png: its schedule on the first replicate (seed or window), drawn
+by geo_gym.plot_schedule (one lane per region with every job's attempts over the GPUs they held,
+colour by model, failures marked; the queue and link use over time). The script ends by listing
+every file it wrote.
 
 A checkpoint whose run folder has a settings.json (scripts/train_ppo.py) is checked against
 this evaluation: a one-line warning (stderr) names each of --scenario, --scenario-kwargs,
@@ -113,7 +116,9 @@ parser.add_argument("--start-rule", type=cli.start_rule, default=None,
 parser.add_argument("--seeds", type=cli.positive_int, default=None, help="replicates: 10 for a scenario, 4 for a trace")
 parser.add_argument("--first-seed", type=cli.non_negative_int, default=2_000_000, help="training never uses seeds >= 1e6")
 parser.add_argument("--out", type=Path, default=Path("out/eval"))
-parser.add_argument("--plot", action="store_true", help="also write jct_cdf.png and cost.png")
+parser.add_argument("--plot", action="store_true",
+                    help="also write jct_cdf.png, cost.png and schedule_<policy>.png (each policy's "
+                         "schedule on the first replicate)")
 trace = parser.add_argument_group("traces (docs/traces.md)")
 trace.add_argument("--trace", choices=["philly", "acme"], help="evaluate on a trace instead of --scenario")
 trace.add_argument("--trace-file", type=Path, help="default: the committed synthetic sample of --trace")
@@ -415,13 +420,33 @@ def plot(table: pd.DataFrame, jcts: dict, out: Path, title: str) -> list[Path]:
     return [cdf, cost]
 
 
-def short_label(args, replicates: int) -> str:
-    """A plot title that fits: the workload and the replicate count."""
+def plot_schedules(results: dict, out: Path, title: str) -> list[Path]:
+    """<out>/schedule_<policy>.png per policy (``geo_gym.plot_schedule``); returns the files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from geo_gym import plot_schedule
+
+    written = []
+    for name, res in results.items():
+        path = out / f"schedule_{re.sub(r'[^A-Za-z0-9_.-]+', '_', name).strip('_')}.png"
+        plt.close(plot_schedule(res, path, title=f"{name}, {title}"))
+        written.append(path)
+    return written
+
+
+def short_label(args, replicates: int, first: bool = False) -> str:
+    """A plot title that fits: the workload and the replicate count (``first``: the first
+    replicate alone)."""
     if args.trace:
         name = Path(args.trace_file).name if args.trace_file else "SYNTHETIC sample"
+        if first:
+            return f"{args.trace} trace ({name}), window of {days(args.window_days)} d from day {days(args.window_start_days)}"
         return f"{args.trace} trace ({name}), {replicates} window(s) of {days(args.window_days)} d"
     kwargs = f" {json.dumps(args.scenario_kwargs)}" if args.scenario_kwargs else ""
-    return f"{args.scenario}{kwargs}, {replicates} seed(s)"
+    return f"{args.scenario}{kwargs}, " + (f"seed {args.first_seed}" if first else f"{replicates} seed(s)")
 
 
 def main(args) -> None:
@@ -476,14 +501,18 @@ def main(args) -> None:
         except (TypeError, ValueError, KeyError) as err:
             fail(f"--scenario {args.scenario} --scenario-kwargs {json.dumps(args.scenario_kwargs)}: {in_flags(err)}")
     check_agents_fit(policies, first.cluster.num_regions, args.window)
-    rows, jcts, wall = [], {}, {}
+    rows, jcts, wall, schedules = [], {}, {}, {}
     tasks = [(p, w) for p in policies.items() for w in workloads]
-    for (name, pol), (seed, scenario, past) in cli.progress(tasks, desc="evaluate"):
+    for (name, pol), workload in cli.progress(tasks, desc="evaluate"):
+        seed, scenario, past = workload
+        record = args.plot and workload is workloads[0]  # the schedule of the first replicate
         t = time.perf_counter()
         if past is not None:
-            res = simulate_warm(scenario, past, pol, seed=seed, env_kwargs=env_kwargs)
+            res = simulate_warm(scenario, past, pol, seed=seed, env_kwargs=env_kwargs, record=record)
         else:
-            res = simulate(scenario, pol, seed=seed, env_kwargs=env_kwargs, **kwargs)
+            res = simulate(scenario, pol, seed=seed, env_kwargs=env_kwargs, record=record, **kwargs)
+        if record:
+            schedules[name] = res
         wall[name] = wall.get(name, 0.0) + time.perf_counter() - t
         ran = res.jobs["iters"].to_numpy()
         rows.append({"policy": name, "seed": seed, "jobs": res.summary["num_jobs"],
@@ -506,6 +535,7 @@ def main(args) -> None:
     print("wall time per policy (s, all replicates): " + ", ".join(f"{k} {v:.1f}" for k, v in wall.items()))
     if args.plot:
         written += plot(table, jcts, args.out, short_label(args, len(workloads)))
+        written += plot_schedules(schedules, args.out, short_label(args, 1, first=True))
     print(f"wrote {len(written)} files to {args.out}/: {', '.join(p.name for p in written)}")
 
 

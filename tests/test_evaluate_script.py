@@ -1,7 +1,8 @@
 """scripts/evaluate.py as a user runs it (subprocesses, tiny budgets): bad input is one line
 naming the flag (exit 2, no traceback), an empty trace window names its days and the first day
 with a job, one table format (key columns in the terminal, ranked by mean avg_jct_h), a warning
-when a checkpoint is evaluated on other settings than its training's, --plot lists its files."""
+when a checkpoint is evaluated on other settings than its training's, --plot lists its files
+(one schedule picture per policy among them)."""
 
 from __future__ import annotations
 
@@ -182,7 +183,8 @@ def test_plot_writes_the_files_it_lists(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     folder, names = wrote(out.stdout)
     assert folder == tmp_path / "out"
-    assert {"jct_cdf.png", "cost.png", "table.csv", "runs.csv", "workloads.csv"} == set(names)
+    assert {"jct_cdf.png", "cost.png", "table.csv", "runs.csv", "workloads.csv",
+            "schedule_lcf.png", "schedule_sjf.png", "schedule_bace_pipe.png"} == set(names)
     assert sorted(p.name for p in folder.iterdir()) == sorted(names)
     for name in names:
         assert (folder / name).stat().st_size > 0
