@@ -25,6 +25,7 @@ of their start minimums over the cluster's GPUs (contention when all are queued 
 largest b_j at the target (Eq. 6) and the slowest inter-region link.
 
 Writes <out>/regime_map.csv (a row per cell), <out>/runs.csv (a row per cell, policy and seed),
+<out>/summary.md (per start rule: cells won / tied / lost, the ratios' range, the best baselines),
 <out>/regime_bandwidth_jobs.png (one panel per start rule: job count x bandwidth scale, at the
 stage overhead and MFU nearest the defaults) and <out>/regime_compute.png (one panel per start
 rule: stage overhead and MFU x job count, at the bandwidth scale nearest 1); colour: the ratio
@@ -231,6 +232,23 @@ def figure(cells: pd.DataFrame, rows: str | list, cols: str, fixed: dict, ylabel
     plt.close(fig)
 
 
+def summarise(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per start rule: cells won / tied / lost (95% CI), the ratios' range, how often each
+    baseline was the best, and the cells where some policy could not place a job."""
+    rows = []
+    for rule, g in cells.groupby("start_rule", sort=False):
+        row = {"start_rule": rule, "cells": len(g)}
+        for short in METRICS:
+            v = g[f"{short}_verdict"].value_counts()
+            row[f"{short} win/tie/loss"] = "/".join(str(v.get(k, 0)) for k in ("win", "tie", "loss"))
+            row[f"{short} ratio min-max"] = f"{g[f'{short}_ratio'].min():.3f}-{g[f'{short}_ratio'].max():.3f}"
+            best = g[f"best_{short}_baseline"].value_counts()
+            row[f"best {short} baseline (cells)"] = ", ".join(f"{k} {n}" for k, n in best.items() if k)
+        row["cells with a stuck policy"] = int((g.stuck != "").sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     cells, runs = sweep()
@@ -242,11 +260,14 @@ def main() -> None:
            args.out / "regime_bandwidth_jobs.png")
     figure(cells, ["stage_overhead", "mfu"], "num_jobs", {"bandwidth_scale": nearest(AXES["bandwidth_scale"], 1.0)},
            "stage overhead (s) / MFU", "jobs", args.out / "regime_compute.png")
+    summary = summarise(cells).to_markdown(index=False)
+    (args.out / "summary.md").write_text(summary + "\n")
+    print(summary)
     for m in METRICS:
         c = cells[f"{m}_verdict"].value_counts()
         print(f"{m}: BACE-Pipe wins {c.get('win', 0)}, ties {c.get('tie', 0)}, loses {c.get('loss', 0)} "
               f"of {len(cells)} cells (95% CI of BACE-Pipe / best baseline)")
-    names = ["regime_map.csv", "runs.csv", "regime_bandwidth_jobs.png", "regime_compute.png"]
+    names = ["regime_map.csv", "runs.csv", "summary.md", "regime_bandwidth_jobs.png", "regime_compute.png"]
     print(f"wrote {len(names)} files to {args.out}/: {', '.join(names)}")
 
 

@@ -35,7 +35,7 @@ def quick(tmp_path_factory) -> dict[str, Path]:
         out = tmp_path_factory.mktemp(name)
         res = run("--quick", "--seed", seed, "--out", str(out))
         assert res.returncode == 0, res.stderr
-        assert f"wrote 4 files to {out}/" in res.stdout
+        assert f"wrote 5 files to {out}/" in res.stdout
         outs[name] = out
     return outs
 
@@ -47,8 +47,12 @@ def test_quick_csv_columns_and_cells(quick) -> None:
     assert len(cells) == 8 and set(cells.start_rule) == {"memory", "any"}
     assert set(cells.bandwidth_scale) == {0.1, 0.3} and set(cells.num_jobs) == {8, 16}
     assert (cells.seeds == 2).all() and (cells.scenario == "paper-default").all()
+    summary = (quick["a"] / "summary.md").read_text().splitlines()
+    assert len(summary) == 2 + 2 and summary[2].startswith("| memory") and summary[3].startswith("| any")
+    v = cells[cells.start_rule == "memory"].jct_verdict.value_counts()
+    assert f"| {v.get('win', 0)}/{v.get('tie', 0)}/{v.get('loss', 0)} " in summary[2]
     assert sorted(p.name for p in quick["a"].iterdir()) == [
-        "regime_bandwidth_jobs.png", "regime_compute.png", "regime_map.csv", "runs.csv"]
+        "regime_bandwidth_jobs.png", "regime_compute.png", "regime_map.csv", "runs.csv", "summary.md"]
 
 
 def test_best_baseline_and_ratios_follow_the_runs(quick) -> None:
@@ -73,7 +77,7 @@ def test_best_baseline_and_ratios_follow_the_runs(quick) -> None:
 
 
 def test_same_seed_same_csv_and_another_seed_another(quick) -> None:
-    for name in ("regime_map.csv", "runs.csv"):
+    for name in ("regime_map.csv", "runs.csv", "summary.md"):
         assert (quick["a"] / name).read_bytes() == (quick["b"] / name).read_bytes()
     assert (quick["a"] / "runs.csv").read_bytes() != (quick["other"] / "runs.csv").read_bytes()
 
