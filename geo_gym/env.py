@@ -70,7 +70,18 @@ sized for; it grows to fit any workload),
 trace window), ``max_idle_steps`` (100: consecutive steps that change nothing before the
 episode is truncated), ``start_rule`` (how few GPUs a job may start on: "memory", the physical minimum
 of its model's memory, is the built-in scenarios' default; "any", "fraction:X", "kstar",
-"request"; None keeps the scenario's own; ``geo_gym/start_rule.py``).
+"request"; None keeps the scenario's own; ``geo_gym/start_rule.py``), ``render_mode``
+(None, "rgb_array" or "human"; see Rendering).
+
+## Rendering
+``render_mode="rgb_array"``: ``render()`` returns the schedule so far as an (H, W, 3) uint8
+picture (800 x 480): one lane per region with every attempt of every job as a bar over its
+GPUs, coloured by model, failed attempts hatched with an x at the failure; the queue and the
+inter-region links' use over time (``geo_gym/render.py``). It works with gymnasium's
+``RecordVideo`` (needs moviepy: the ``dev`` extra). ``"human"``: the same in a matplotlib
+window, redrawn at every reset and step (``render()`` returns None). With a render mode the
+env logs every start in ``env.schedule`` (a ``geo_gym.render.ScheduleLog``); without one it
+logs nothing. ``geo_gym.plot_schedule`` draws the same from ``simulate(..., record=True)``.
 """
 
 from __future__ import annotations
@@ -181,7 +192,7 @@ def _action_index(action, n: int | None = None) -> int:
 
 class GeoPipeEnv(gym.Env):
     __doc__ = __doc__
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["rgb_array", "human"], "render_fps": 4}
 
     def __init__(
         self,
@@ -195,7 +206,15 @@ class GeoPipeEnv(gym.Env):
         warmup_scenario: Scenario | None = None,
         start_rule: StartRule | str | None = None,
         max_idle_steps: int = 100,
+        render_mode: str | None = None,
     ):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
+        self.render_mode = render_mode
+        self.schedule = None  # a geo_gym.render.ScheduleLog of the episode, with a render mode
+        self._figure = None
         if int(window) != window or window < 1:
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
         if max_jobs is not None and (isinstance(max_jobs, bool) or not isinstance(max_jobs, int | np.integer)
@@ -263,6 +282,12 @@ class GeoPipeEnv(gym.Env):
         decision.begin(self.core, self.opts, 0, self._obs, self._mask)
         self._check_deadlock()
         self._idle_steps = 0
+        if self.render_mode is not None:
+            from geo_gym.render import ScheduleLog
+
+            self.schedule = ScheduleLog(self.core, 0, self.jobs, scen.cluster.names)
+            if self.render_mode == "human":
+                self._show()
         return self._obs.copy(), self._info()
 
     def _check_deadlock(self) -> None:
@@ -278,10 +303,13 @@ class GeoPipeEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         a = _action_index(action, self.action_space.n)
         could_wait = bool(self.opts.wait_ok[0])
+        placing = self._placement(a) if self.schedule is not None else None
         reward, reward_jct, reward_cost, invalid, terminated = decision.step_env(
             self.core, self.opts, 0, a, self.cost_weight, self._scale, self._obs, self._mask
         )
         terminated = bool(terminated)
+        if placing is not None and not invalid:  # a valid start action placed that job there
+            self.schedule.record(self.core, 0, *placing)
         # an invalid action with no pending event changes nothing (the step's contract)
         self._idle_steps = self._idle_steps + 1 if invalid and not could_wait else 0
         truncated = not terminated and self._idle_steps >= self.max_idle_steps
@@ -296,7 +324,62 @@ class GeoPipeEnv(gym.Env):
             info["jobs"] = episode_records(self.core, 0, self.jobs, self.current_scenario.cluster.names)
         if truncated:
             info["truncated_idle"] = True
+        if self.render_mode == "human":
+            self._show()
         return self._obs.copy(), float(reward), terminated, truncated, info
+
+    def _placement(self, a: int) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """(job, path, GPUs per path region) that action ``a`` would place, read before the
+        step (placing shifts the queue, a failure in the same step clears the core's row)."""
+        slot, rule = divmod(a, NUM_RULES)
+        if slot >= self.opts.n_win[0]:
+            return None
+        path = self.opts.path[0, slot, rule, : self.opts.plen[0, slot, rule]].copy()
+        return int(self.opts.win[0, slot]), path, self.opts.alloc[0, slot, rule][path]
+
+    def render(self):
+        """The schedule so far: an (H, W, 3) uint8 array ("rgb_array"), or drawn in a
+        matplotlib window ("human", returns None); see Rendering."""
+        if self.render_mode is None:
+            gym.logger.warn("render() without a render_mode: pass render_mode='rgb_array' or 'human' to the env")
+            return None
+        if self.schedule is None:
+            raise RuntimeError("call reset() before render()")
+        if self.render_mode == "human":
+            self._show()
+            return None
+        from matplotlib.figure import Figure
+
+        from geo_gym import render
+
+        if self._figure is None:
+            self._figure = Figure(figsize=render.FIGSIZE, dpi=render.DPI)
+        return render.to_rgb(self._draw(self._figure))
+
+    def _draw(self, fig):
+        from geo_gym import render
+
+        now_h = float(self.core.now_s[0] / SECONDS_PER_HOUR)
+        return render.draw(fig, self.schedule, now_h, title=self.current_scenario.name)
+
+    def _show(self) -> None:
+        """Redraw the human-mode window (a pyplot figure, kept open across episodes)."""
+        import matplotlib.pyplot as plt
+
+        from geo_gym import render
+
+        if self._figure is None or not plt.fignum_exists(self._figure.number):
+            self._figure = plt.figure(figsize=render.FIGSIZE, dpi=render.DPI)
+        self._draw(self._figure)
+        plt.pause(1.0 / self.metadata["render_fps"])
+
+    def close(self):
+        if self._figure is not None and self.render_mode == "human":
+            import matplotlib.pyplot as plt
+
+            plt.close(self._figure)
+        self._figure = None
+        super().close()
 
     def action_masks(self) -> np.ndarray:
         """sb3-contrib MaskablePPO's hook."""

@@ -189,7 +189,10 @@ JobColumns = NamedTuple("JobColumns", [(f.name, np.ndarray) for f in state.LOADE
 JobColumns.__doc__ = """An episode's jobs as the core's per-job columns (length n, in submit order),
 one per ``geo_gym.state.LOADED`` field of the same name; ``loading`` computes them."""
 _JOB_NAMES = tuple(JobColumns._fields)
-_JOB_FILLS = JobColumns(*(f.fill for f in state.LOADED))
+# The fills as one float64 array each (cast to each field's dtype when written): one argument
+# is cheaper to pass into compiled code than a tuple of Python numbers.
+_JOB_FILLS = np.array([float(f.fill) for f in state.LOADED])
+_DRAWN_FILLS = np.array([float(f.fill) for f in draws.FIELDS])
 _DRAWN_NAMES = draws.NAMES
 
 
@@ -198,17 +201,21 @@ def load_jobs(c, e, jobs: JobColumns, drawn: draws.DrawnColumns) -> None:
     (``draws.DrawnColumns``), fill the rows beyond n with each field's ``fill``, and ``reset``.
     One compiled call: ``loading.load`` computes the columns, this writes them. (The fills are
     passed, not read as globals: numba's disk cache would keep a changed global's old value.)"""
-    _load_jobs(c, e, jobs, _JOB_FILLS, drawn, draws.FILLS)
+    _load_jobs(c, e, jobs, _JOB_FILLS, drawn, _DRAWN_FILLS)
 
 
 @_jit
 def _load_jobs(c, e, jobs, job_fills, drawn, drawn_fills):
     n = jobs.submit_s.shape[0]
     c.n_jobs[e] = n
+    i = 0
     for name in literal_unroll(_JOB_NAMES):
-        _put(getattr(c, name)[e], getattr(jobs, name), getattr(job_fills, name))
+        _put(getattr(c, name)[e], getattr(jobs, name), job_fills[i])
+        i += 1
+    i = 0
     for name in literal_unroll(_DRAWN_NAMES):
-        _put(getattr(c, name)[e], getattr(drawn, name), getattr(drawn_fills, name))
+        _put(getattr(c, name)[e], getattr(drawn, name), drawn_fills[i])
+        i += 1
     c.k_target_max[e] = max(1, jobs.k_target.max()) if n else 1
     reset(c, e)
 

@@ -43,6 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import baselines  # noqa: E402
+from baselines import paper  # noqa: E402
 from geo_gym import cli  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
 from geo_gym.scenarios import scenario_knobs, scenario_names  # noqa: E402
@@ -71,16 +72,7 @@ if args.uncertainty and args.start_rules:
 if args.uncertainty and args.scenario != "paper-default":
     parser.error("--scenario: the SchedMate experiment (--uncertainty) runs on recurring only")
 
-START_RULES = ["memory", "any", "fraction:0.5", "kstar"]
-MAIN = ["bace_pipe", "ldf", "lcf", "cr_lcf", "cr_ldf"]
-ABLATION = ["bace_pipe", "bace_pipe_no_priority", "bace_pipe_no_pathfinder", "bace_pipe_no_costmin"]
-EXPERIMENTS = {  # name: (knob, values, policies)
-    "main": (None, [None], MAIN),
-    "bandwidth": ("bandwidth_scale", args.bandwidth_scales, MAIN),
-    "capacity": ("capacity_scale", [0.5, 0.75, 1.25], MAIN),
-    "jobs": ("num_jobs", [8, 12, 16, 20, 24], MAIN),
-    "ablation": (None, [None], ABLATION),
-}
+EXPERIMENTS = paper.experiments(args.bandwidth_scales)  # name: (knob, values, policies)
 if args.quick:
     args.seeds = 2
     EXPERIMENTS = {name: (k, v[:2], p) for name, (k, v, p) in EXPERIMENTS.items()}
@@ -91,46 +83,7 @@ def wrote(*names: str) -> None:
 
 
 def run_experiment(name: str, knob, values, policies, start_rule: str = args.start_rule) -> pd.DataFrame:
-    rows = []
-    jobs = [(v, s, p) for v in values for s in range(args.seeds) for p in policies]
-    for value, seed, pol in cli.progress(jobs, desc=name, leave=False):
-        kwargs = {} if knob is None else {knob: value}
-        res = simulate(
-            args.scenario, baselines.make(pol), seed=seed, scenario_kwargs=kwargs,
-            env_kwargs={"start_rule": start_rule},
-        )
-        rows.append(
-            {
-                "experiment": name,
-                "scenario": args.scenario,
-                "start_rule": start_rule,
-                "setting": "default" if knob is None else f"{knob}={value}",
-                "value": value,
-                "seed": seed,
-                "policy": pol,
-                **{k: res.summary[k] for k in ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h")},
-            }
-        )
-    df = pd.DataFrame(rows)
-    ref = df[df.policy == "bace_pipe"].set_index(["setting", "seed"])
-    key = pd.MultiIndex.from_frame(df[["setting", "seed"]])
-    df["jct_vs_bace_pipe"] = df["avg_jct_h"].to_numpy() / ref.loc[key, "avg_jct_h"].to_numpy()
-    df["cost_vs_bace_pipe"] = df["total_cost"].to_numpy() / ref.loc[key, "total_cost"].to_numpy()
-    return df
-
-
-def summarise(df: pd.DataFrame) -> pd.DataFrame:
-    g = df.groupby(["experiment", "setting", "policy"], sort=False)
-    out = g.agg(
-        jct_vs_bace_pipe=("jct_vs_bace_pipe", "mean"),
-        jct_vs_bace_pipe_std=("jct_vs_bace_pipe", "std"),
-        cost_vs_bace_pipe=("cost_vs_bace_pipe", "mean"),
-        cost_vs_bace_pipe_std=("cost_vs_bace_pipe", "std"),
-        avg_jct_h=("avg_jct_h", "mean"),
-        total_cost=("total_cost", "mean"),
-        seeds=("seed", "count"),
-    )
-    return out.reset_index()
+    return paper.run_experiment(args.scenario, name, knob, values, policies, args.seeds, start_rule)
 
 
 def plot(name: str, summary: pd.DataFrame, knob, path: Path) -> None:
@@ -233,11 +186,11 @@ def run_uncertainty() -> None:
 def run_start_rules() -> None:
     """Fig. 4's policies and the ablations on --scenario under each start rule: the rule
     decides who wins (docs/results.md, "Start rules")."""
-    policies = MAIN + ABLATION[1:]
-    df = pd.concat([run_experiment("start_rules", None, [None], policies, rule) for rule in START_RULES])
+    policies = list(paper.MAIN + paper.ABLATION[1:])
+    df = pd.concat([run_experiment("start_rules", None, [None], policies, rule) for rule in paper.START_RULES])
     df["setting"] = df["start_rule"]
     df.to_csv(args.out / "start_rules.csv", index=False)
-    summary = summarise(df).rename(columns={"setting": "start_rule"}).drop(columns="experiment")
+    summary = paper.summarise(df).rename(columns={"setting": "start_rule"}).drop(columns="experiment")
     summary.to_csv(args.out / "start_rules_summary.csv", index=False)
     (args.out / "start_rules_summary.md").write_text(summary.round(3).to_markdown(index=False) + "\n")
     print(summary.round(3).to_string(index=False))
@@ -256,7 +209,7 @@ def main() -> None:
     for name, (knob, values, policies) in cli.progress(EXPERIMENTS.items(), desc="experiments", unit="experiments"):
         df = run_experiment(name, knob, values, policies)
         df.to_csv(args.out / f"{name}.csv", index=False)
-        summ = summarise(df)
+        summ = paper.summarise(df)
         summaries.append(summ)
         plot(name, summ, knob, args.out / f"{name}.png")
     summary = pd.concat(summaries, ignore_index=True)

@@ -52,6 +52,7 @@ import baselines  # noqa: E402
 from agents.evaluation import evaluate  # noqa: E402
 from agents.protocol import paired_ratio  # noqa: E402
 from geo_gym import catalog, cli  # noqa: E402
+from geo_gym.runner import Unschedulable  # noqa: E402
 from geo_gym.scenarios import make_scenario, scenario_knobs, scenario_names  # noqa: E402
 from geo_gym.workload import profile_columns  # noqa: E402
 
@@ -124,9 +125,7 @@ def run_cell(policies: dict, seeds: range, knobs: dict, rule: str) -> tuple[pd.D
     for name, policy in policies.items():
         try:
             frames.append(evaluate({name: policy}, args.scenario, seeds, knobs, {"start_rule": rule}))
-        except RuntimeError as err:
-            if "cannot place jobs" not in str(err):
-                raise
+        except Unschedulable:
             stuck.append(name)
     return pd.concat(frames, ignore_index=True), stuck
 

@@ -126,7 +126,6 @@ NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
 DrawnColumns = NamedTuple("DrawnColumns", [(name, np.ndarray) for name in NAMES])
 DrawnColumns.__doc__ = """An episode's drawn columns (length n, the per-attempt ones (n, attempts)),
 one per field of ``FIELDS``, as ``sim.load_jobs`` writes them into the core."""
-FILLS = DrawnColumns(*(f.fill for f in FIELDS))  # rows beyond the episode's jobs
 
 
 def reads_draws(unc) -> bool:
