@@ -6,7 +6,7 @@ Every constant carries a one-line source. "BACE-Pipe" refers to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -17,11 +17,25 @@ class GPUType:
     memory_gb: float
     effective_flops: float  # sustained FLOP/s a training job gets, not the datasheet peak
     power_kw: float  # draw while allocated, idle bubbles included (paper Eq. 4)
+    peak_flops: float | None = None  # datasheet dense FLOP/s; None: unknown (no MFU knob)
 
     def __post_init__(self) -> None:
         for field in ("memory_gb", "effective_flops", "power_kw"):
             if not getattr(self, field) > 0:
                 raise ValueError(f"GPUType.{field} must be > 0, got {getattr(self, field)!r}")
+        if self.peak_flops is not None and not self.peak_flops >= self.effective_flops:
+            raise ValueError(
+                f"GPUType.peak_flops must be >= effective_flops ({self.effective_flops!r}), got {self.peak_flops!r}"
+            )
+
+    def at_mfu(self, mfu: float) -> GPUType:
+        """This GPU with effective FLOP/s = peak x ``mfu`` (model-FLOP utilisation in (0, 1])."""
+        if self.peak_flops is None:
+            raise ValueError(f"GPU {self.name!r} has no peak_flops, so an MFU cannot be applied to it")
+        if isinstance(mfu, bool) or not isinstance(mfu, int | float) or not 0 < mfu <= 1:
+            raise ValueError(f"mfu must be a number in (0, 1], got {mfu!r}")
+        flops = self.peak_flops * mfu
+        return self if flops == self.effective_flops else replace(self, effective_flops=flops)
 
 
 # RTX A6000 datasheet: 48 GB, 154.8 TFLOP/s dense FP16/BF16 tensor (309.7 with sparsity).
@@ -33,6 +47,7 @@ A6000 = GPUType(
     memory_gb=48.0,  # NVIDIA RTX A6000 datasheet
     effective_flops=A6000_PEAK_FLOPS * ASSUMED_MFU,
     power_kw=0.3,  # docs/design.md: reproduces the paper's Fig. 1 dollar figures within ~5%
+    peak_flops=A6000_PEAK_FLOPS,
 )
 
 

@@ -13,7 +13,11 @@
 |               |                                      | Poisson arrivals, recurring early ends    |
 
 Knobs: ``bandwidth_scale`` (Fig. 5), ``capacity_scale`` (Fig. 6), ``num_jobs`` (Fig. 7), and
-for ``random`` also ``num_regions`` and ``mean_interarrival`` (seconds).
+for ``random`` also ``num_regions`` and ``mean_interarrival`` (seconds). Every scenario also
+takes the per-stage compute knobs (``COMPUTE_KNOBS``): ``stage_overhead`` (seconds per stage
+and micro-batch in t_comp, default ``catalog.DEFAULT_STAGE_OVERHEAD_S``) and ``mfu`` (the GPU's
+effective FLOP/s as a share of its datasheet peak, default ``catalog.ASSUMED_MFU``); both move
+t_comp, hence K* (Eq. 13) and b_j (Eq. 6) (scripts/regime_map.py sweeps them).
 
 ``paper-default``, ``geo-wan``, ``random`` and ``recurring`` hold their jobs as a ``workload.JobTable``
 (columns of catalog jobs, the ``JobSpec`` tuple built on first access), so that an env reset
@@ -339,11 +343,17 @@ def scenario_names() -> list[str]:
     return sorted(SCENARIOS)
 
 
+# Knobs every scenario takes: they replace the per-stage compute of t_comp (Table I), a
+# property of the training setup rather than of a scenario's cluster or workload.
+COMPUTE_KNOBS = ("mfu", "stage_overhead")
+
+
 def scenario_knobs(name: str) -> list[str]:
-    """The knobs a named scenario takes (``make_scenario(name, seed, **knobs)``), seed aside."""
+    """The knobs a named scenario takes (``make_scenario(name, seed, **knobs)``), seed aside:
+    its own and ``COMPUTE_KNOBS``."""
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known scenarios: {scenario_names()}")
-    return sorted(set(_parameters(SCENARIOS[name])) - {"seed"})
+    return sorted(set(_parameters(SCENARIOS[name])) - {"seed"} | set(COMPUTE_KNOBS))
 
 
 @cache
@@ -355,18 +365,21 @@ def make_scenario(
     name: str | Scenario, seed: int = 0, start_rule: StartRule | str | None = None,
     memory_model: MemoryModel | None = None, **knobs,
 ) -> Scenario:
-    """Build a named scenario; a ``Scenario`` passes through (knobs then forbidden).
-    ``start_rule`` / ``memory_model`` replace the scenario's own (None: keep them)."""
+    """Build a named scenario; a ``Scenario`` passes through (its own knobs then forbidden,
+    ``COMPUTE_KNOBS`` allowed). ``start_rule`` / ``memory_model`` replace the scenario's own
+    (None: keep them)."""
     return scenario_factory(name, start_rule, memory_model, **knobs)(seed)
 
 
 def scenario_factory(
     name: str | Scenario, start_rule: StartRule | str | None = None,
-    memory_model: MemoryModel | None = None, **knobs,
+    memory_model: MemoryModel | None = None, stage_overhead: float | None = None,
+    mfu: float | None = None, **knobs,
 ) -> Callable[[int], Scenario]:
     """``seed -> make_scenario(name, seed, start_rule, memory_model, **knobs)``, with the name
     and knobs checked once: an env draws a workload per episode, and the checks cost as much as
-    a small workload."""
+    a small workload. ``stage_overhead`` and ``mfu`` (``COMPUTE_KNOBS``; None: the scenario's
+    own) replace the scenario's per-stage overhead and its GPU's effective FLOP/s."""
     make = _factory(name, **knobs)
     physics = {}
     if start_rule is not None:
@@ -375,15 +388,29 @@ def scenario_factory(
         if not isinstance(memory_model, MemoryModel):
             raise ValueError(f"memory_model must be a geo_gym.memory.MemoryModel, got {memory_model!r}")
         physics["memory_model"] = memory_model
-    if not physics:
+    if stage_overhead is not None:
+        if isinstance(stage_overhead, bool) or not isinstance(stage_overhead, int | np.integer | float) or not (
+            np.isfinite(stage_overhead) and stage_overhead > 0
+        ):
+            raise ValueError(f"stage_overhead must be a finite number > 0, got {stage_overhead!r}")
+        physics["stage_overhead"] = float(stage_overhead)
+    if mfu is not None:
+        catalog.A6000.at_mfu(mfu)  # checks the value once, whatever the scenario's GPU
+    if not physics and mfu is None:
         return make
+    last = [None, None]  # the last cluster seen and its MFU-adjusted copy (one per scenario, mostly)
 
     def with_physics(seed: int) -> Scenario:
         scen = make(seed)
+        changes = {k: v for k, v in physics.items() if getattr(scen, k) != v}
+        if mfu is not None:
+            if scen.cluster is not last[0]:
+                gpu = scen.cluster.gpu.at_mfu(mfu)
+                last[:] = scen.cluster, scen.cluster if gpu is scen.cluster.gpu else replace(scen.cluster, gpu=gpu)
+            if last[1] is not scen.cluster:
+                changes["cluster"] = last[1]
         # most callers name the scenario's own rule: no copy of the scenario per episode then
-        if all(getattr(scen, k) == v for k, v in physics.items()):
-            return scen
-        return replace(scen, **physics)
+        return replace(scen, **changes) if changes else scen
 
     return with_physics
 
@@ -399,9 +426,7 @@ def _factory(name: str | Scenario, **knobs) -> Callable[[int], Scenario]:
     params = _parameters(fn)
     bad = sorted(set(knobs) - set(params) | {"seed"} & set(knobs))
     if bad:
-        raise ValueError(
-            f"scenario {name!r} has no knob(s) {bad}; its knobs: {sorted(set(params) - {'seed'})}"
-        )
+        raise ValueError(f"scenario {name!r} has no knob(s) {bad}; its knobs: {scenario_knobs(name)}")
     if "seed" in params:
         return partial(fn, **knobs)
     return lambda seed: fn(**knobs)
