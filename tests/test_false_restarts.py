@@ -53,6 +53,20 @@ def test_philly_statuses_give_the_kinds():
     assert (d.end_kind == "application_failure").sum() == (d.state == "FAILED").sum() > 0
 
 
+def test_real_philly_day_kinds():
+    # the real raw log (skipped without it): of its 447 mapped jobs, 83 Failed and 34 Killed
+    import os
+
+    from traces.mapping import describe
+
+    root = Path(os.environ.get("GEO_GYM_TRACES_DIR") or Path(__file__).resolve().parents[1].parent / "shared" / "traces")
+    path = root / "philly" / "cluster_job_log_2017-10-07_subset.json.gz"
+    if not path.exists():
+        pytest.skip(f"real trace {path} not present (set GEO_GYM_TRACES_DIR to the shared traces folder)")
+    d = describe(map_trace(read_trace(path), target_load=None))
+    assert (d["jobs"], d["early_ends"], d["application_failures"], d["cancellations"]) == (447, 117, 83, 34)
+
+
 @pytest.mark.parametrize("name", ["synthetic_acme_seren.csv", "synthetic_acme_kalos.csv"])
 def test_acme_states_give_the_kinds(name):
     m = map_trace(read_trace(DATA / name), target_load=None, max_jobs=600)
