@@ -115,6 +115,16 @@ def compare(runs: pd.DataFrame, a: str, b: str, scale: float, metric: str = "avg
     return paired_ratio(pick(a)[metric].to_numpy(), pick(b)[metric].to_numpy())
 
 
+def gain_verdict(r: dict, paper_gain: float) -> str:
+    """A claimed reduction ``paper_gain`` (0.257 = 25.7% lower): reproduced when ours is lower
+    too, its CI excluding no change, within a factor of 2; partly when only lower; not else."""
+    gain = 1 - r["ratio"]
+    sure = r["seeds"] > 1 and r["ci_high"] < 1
+    if sure and 0.5 <= gain / paper_gain <= 2:
+        return "reproduced"
+    return "partly" if sure else "not"
+
+
 def claims(runs: pd.DataFrame) -> list[dict]:
     first = args.failure_scales[0]
     at = f"at {first:g}x the Llama 3 failure rate"
@@ -125,20 +135,32 @@ def claims(runs: pd.DataFrame) -> list[dict]:
     ):
         r = runs[(runs.scheduler == name) & (runs.failure_scale == first)]
         share, low, high = seed_bootstrap(r.within_100pct.to_numpy(), r.num_jobs.to_numpy())
+        claimed = float(paper.split("%")[0]) / 100
         rows.append({"claim": f"duration estimates within 100% relative error: {label}", "paper": paper,
-                     "ours": f"{100 * share:.1f}% (95% CI {100 * low:.1f}-{100 * high:.1f}%; {r.num_jobs.sum()} jobs, {len(r)} seeds)"})
+                     "ours": f"{100 * share:.1f}% (95% CI {100 * low:.1f}-{100 * high:.1f}%; {r.num_jobs.sum()} jobs, {len(r)} seeds)",
+                     "verdict": "reproduced" if abs(share - claimed) <= 0.1 else "partly" if abs(share - claimed) <= 0.25 else "not",
+                     "why": "jobs recur as variants of their users' templates, so similar finished jobs predict a job's run; "
+                            "a metadata-only average over 400 jobs assumes every job runs to completion"})
+    vs_qssf, vs_fcfs = compare(runs, "schedmate", "qssf", first), compare(runs, "schedmate", "fcfs", first)
+    order = compare(runs, "schedmate", "qssf (retrieval)", first)
     rows += [
         {"claim": f"standalone SchedMate (no failure handler) vs QSSF on user estimates, {at}",
-         "paper": "25.7% lower avg JCT", "ours": ratio_text(compare(runs, "schedmate", "qssf", first))},
+         "paper": "25.7% lower avg JCT", "ours": ratio_text(vs_qssf), "verdict": gain_verdict(vs_qssf, 0.257),
+         "why": f"the gain is the predictions' (SJF / QSSF on the same retrieval predictions: {order['ratio']:.3f}); "
+                "user estimates here err only through early ends, which 45% of jobs have"},
         {"claim": f"standalone SchedMate (no failure handler) vs Tiresias-like (non-preemptive LAS = FCFS), {at}",
-         "paper": "16% lower avg JCT", "ours": ratio_text(compare(runs, "schedmate", "fcfs", first))},
+         "paper": "16% lower avg JCT", "ours": ratio_text(vs_fcfs), "verdict": gain_verdict(vs_fcfs, 0.16),
+         "why": "the core never preempts, so least-attained-service is FCFS, which any duration-aware order beats "
+                "by more on a workload of long and short variants"},
         {"claim": f"SJF vs QSSF, both on SchedMate's retrieval predictions (the order alone), {at}",
-         "paper": "-", "ours": ratio_text(compare(runs, "schedmate", "qssf (retrieval)", first))},
+         "paper": "-", "ours": ratio_text(order), "verdict": "context", "why": "not a claim of the paper: what the order alone is worth"},
     ]
     for scale in args.failure_scales:
         fh = compare(runs, "schedmate+FH", "schedmate", scale)
         rows.append({"claim": f"the Failure Handler's further gain (SchedMate with / without it) at {scale:g}x the Llama 3 failure rate",
-                     "paper": "~12.5% lower avg JCT (Acme failures)", "ours": ratio_text(fh)})
+                     "paper": "~12.5% lower avg JCT (Acme failures)", "ours": ratio_text(fh), "verdict": gain_verdict(fh, 0.125),
+                     "why": "a recognised failure saves the manual delay (2 h) less the diagnosis (10 min), against job runs "
+                            "of about a hundred hours, and a restarted job waits for its memory minimum of GPUs either way"})
     settings = [("schedmate+FH", "Table 4's precision", scale) for scale in args.failure_scales]
     settings.append(("schedmate+FH p=0.3", "precision 0.3", first))
     for name, precision, scale in settings:
@@ -149,10 +171,12 @@ def claims(runs: pd.DataFrame) -> list[dict]:
                      "paper": "-",
                      "ours": f"{r.false_restarts.mean():.2f} misjudged application failures restarted per {r.num_jobs.iloc[0]}-job episode, "
                              f"their reruns {r.rerun_gpu_h.mean():.1f} GPU-h and {100 * r.rerun_cost.sum() / r.total_cost.sum():.2f}% of the electricity; "
-                             f"against precision 1: {ratio_text(jct)}, {ratio_text(cost, 'lower cost')}"})
+                             f"against precision 1: {ratio_text(jct)}, {ratio_text(cost, 'lower cost')}",
+                     "verdict": "context", "why": "not a claim of the paper: what the handler's false positives cost here"})
     rows.append({"claim": "Failure Parser (Qwen-2.5-7B) precision and F1 on infrastructure failures",
                  "paper": "precision 75.7-78.4%, F1 65-68% (Table 4)",
-                 "ours": f"an input, not measured: precision {TABLE4_PRECISION}, F1 {TABLE4_F1} (Table 4's 7B row) fix the handler's operating point"})
+                 "ours": f"an input, not measured: precision {TABLE4_PRECISION}, F1 {TABLE4_F1} (Table 4's 7B row) fix the handler's operating point",
+                 "verdict": "not measured", "why": "the simulator has no failure logs to parse: the parser's operating point is an input"})
     for row in rows:
         row["command"] = COMMAND
     return rows
@@ -165,7 +189,7 @@ def main() -> None:
             for seed in range(args.first_seed, args.first_seed + args.seeds)]
     runs = pd.DataFrame([run(*job) for job in cli.progress(jobs, desc="schedmate claims")])
     runs.to_csv(args.out / "schedmate_claims_runs.csv", index=False)
-    table = pd.DataFrame(claims(runs), columns=["claim", "paper", "ours", "command"])
+    table = pd.DataFrame(claims(runs), columns=["claim", "paper", "ours", "verdict", "why", "command"])
     table.to_csv(args.out / "schedmate_claims.csv", index=False)
     (args.out / "schedmate_claims.md").write_text(table.to_markdown(index=False) + "\n")
     means = runs.groupby(["failure_scale", "scheduler"], sort=False)[

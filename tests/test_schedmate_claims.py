@@ -28,7 +28,8 @@ def quick(tmp_path_factory) -> Path:
 
 def test_quick_run_writes_the_claims_table(quick: Path) -> None:
     table = pd.read_csv(quick / "schedmate_claims.csv")
-    assert list(table.columns) == ["claim", "paper", "ours", "command"]
+    assert list(table.columns) == ["claim", "paper", "ours", "verdict", "why", "command"]
+    assert set(table.verdict) <= {"reproduced", "partly", "not", "context", "not measured"}
     assert (table.command == f"python scripts/schedmate_claims.py --quick --out {quick}").all()
     claims = " | ".join(table.claim)
     for what in ("within 100%", "vs QSSF", "Tiresias", "further gain", "false positives", "precision and F1"):
