@@ -88,12 +88,13 @@ def test_evaluate_script_compares_baselines_and_checkpoints(tmp_path):
     cmd = [
         sys.executable, str(ROOT / "scripts" / "evaluate.py"), "--policies", "lcf", "sjf", str(ckpt),
         "--scenario", "paper-fig1", "--window", "2", "--seeds", "2", "--uncertainty", "realistic",
-        "--out", str(tmp_path / "out"), "--plot",
+        "--out", str(tmp_path / "out"), "--plot", "--validation-seeds", "2",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     table = pd.read_csv(tmp_path / "out" / "table.csv", index_col=0)
-    assert {"lcf", "sjf", f"agent ({ckpt})", "bace_pipe"} == set(table.index)
+    best = [p for p in table.index if p.startswith("best fixed (")]  # the protocol's row
+    assert len(best) == 1 and {"lcf", "sjf", f"agent ({ckpt})", "bace_pipe", *best} == set(table.index)
     assert table.loc["bace_pipe", "jct_vs_bace_pipe"] == 1.0
     assert (tmp_path / "out" / "jct_cdf.png").exists() and (tmp_path / "out" / "cost.png").exists()
 
