@@ -86,7 +86,8 @@ Terminated when every job has ended. At the end ``info`` holds ``avg_jct_h``, ``
 ``makespan_h``, ``avg_wait_h``, ``failures``, ``reward_scale`` and ``jobs`` (records).
 Truncated after ``max_idle_steps`` consecutive steps that change nothing: a masked action
 when no event is pending (time cannot advance and nothing is placed), so that no policy,
-masked or not, can loop forever. A truncated episode's ``info`` has ``truncated_idle`` = True.
+masked or not, can loop forever. A truncated episode's last ``info`` has the same keys (its
+unfinished jobs make ``avg_jct_h`` and ``makespan_h`` NaN) and ``truncated_idle`` = True.
 
 ## Arguments
 ``scenario`` (name or ``Scenario``), ``scenario_kwargs`` (its knobs), ``window`` (W, 8),
@@ -310,7 +311,7 @@ class GeoPipeEnv(gym.Env):
         info["invalid_action"] = bool(invalid)
         info["reward_jct"] = float(reward_jct)
         info["reward_cost"] = float(reward_cost)
-        if terminated:
+        if terminated or truncated:
             info.update(episode_summary(self.core, 0))
             info["reward_scale"] = self._scale
             info["jobs"] = episode_records(self.core, 0, self.jobs, self.current_scenario.cluster.names)
