@@ -26,8 +26,9 @@ entry per env, and ``info["_key"]`` marks the envs whose single-env info has it 
 hold zeros). Every step: ``action_mask`` (N, n_actions) and ``time_h``, each env's current
 episode's; ``invalid_action``, ``reward_jct``, ``reward_cost`` (the reward's two parts) of the
 envs that stepped in their episode. At an episode's end the single env's summary
-(``SUMMARY_KEYS``), ``reward_scale`` and ``jobs`` (per-job records), and ``truncated_idle`` for
-an idle truncation: at the top level (``NEXT_STEP``, ``DISABLED``) or in ``final_info``
+(``SUMMARY_KEYS``), ``reward_scale``, ``jobs`` (per-job records, with ``job_records=True``:
+they are off by default here, on in ``GeoPipeEnv``), and ``truncated_idle`` for an idle
+truncation: at the top level (``NEXT_STEP``, ``DISABLED``) or in ``final_info``
 (``SAME_STEP``, with everything else the single env's last step gave).
 """
 
@@ -108,7 +109,9 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
     the envs on numba's threads, ``NUMBA_NUM_THREADS`` / ``numba.set_num_threads``: same
     results, more throughput on a multi-core machine; episode resets stay in Python, serial),
     ``autoreset_mode`` (module docstring), ``max_episode_steps`` (None: no step limit; what
-    ``gym.make_vec`` passes for it) and ``render_mode`` (None: nothing renders yet)."""
+    ``gym.make_vec`` passes for it), ``render_mode`` (None: nothing renders yet) and
+    ``job_records`` (False here: the per-job records of a finished episode cost about as much
+    Python as drawing the next episode; True gives them, as ``GeoPipeEnv`` does by default)."""
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
@@ -129,6 +132,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         max_episode_steps: int | None = None,
         render_mode: str | None = None,
+        job_records: bool = False,
         **kwargs,
     ):
         if int(num_envs) != num_envs or num_envs < 1:
@@ -150,8 +154,9 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         # The single env validates the arguments and fixes the spaces.
         self._template = GeoPipeEnv(
             scenario, scenario_kwargs, window, cost_weight, max_jobs, uncertainty, warmup_workloads,
-            warmup_scenario, start_rule, max_idle_steps,
+            warmup_scenario, start_rule, max_idle_steps, job_records,
         )
+        self.job_records = self._template.job_records
         self.num_envs = int(num_envs)
         self.parallel = bool(parallel)
         self._step_batch = decision.step_batch_parallel if self.parallel else decision.step_batch
@@ -206,18 +211,19 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         return {"action_mask": self._masks, "time_h": self.core.now_s / SECONDS_PER_HOUR}
 
     def _end_info(self, ended: np.ndarray, summarized: np.ndarray, idle: np.ndarray) -> dict:
-        """The single env's episode-end keys, batched: the summary, ``reward_scale`` and
-        ``jobs`` of the envs in ``summarized`` (terminated or idle-truncated), and
+        """The single env's episode-end keys, batched: the summary, ``reward_scale`` (and
+        ``jobs``) of the envs in ``summarized`` (terminated or idle-truncated), and
         ``truncated_idle`` of those in ``idle``."""
         values = np.zeros((len(SUMMARY_KEYS), self.num_envs))
-        jobs = np.full(self.num_envs, None, dtype=object)
         for e in np.flatnonzero(summarized):
             decision.summary_values(self.core, e, values[:, e])
-            jobs[e] = episode_records(self.core, e, self.jobs[e], self.scenarios[e].cluster.names)
         summary = dict(zip(SUMMARY_KEYS, values, strict=True))
         summary["failures"] = summary["failures"].astype(np.int64)  # an int in the single env
         summary["reward_scale"] = self._scale
-        summary["jobs"] = jobs
+        if self.job_records:
+            summary["jobs"] = np.full(self.num_envs, None, dtype=object)
+            for e in np.flatnonzero(summarized):
+                summary["jobs"][e] = episode_records(self.core, e, self.jobs[e], self.scenarios[e].cluster.names)
         info: dict[str, Any] = {}
         if summarized.any():
             _add(info, summary, summarized)

@@ -2,6 +2,7 @@
 ``gym.make`` env, a CleanRL-style loop and RLlib (in a loopback-only network namespace)."""
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -133,3 +134,11 @@ def test_rllib_ppo_with_the_action_masking_module_in_a_loopback_namespace():
     lines = [line for line in out.stdout.splitlines() if line.startswith("iteration")]
     assert len(lines) == 2 and all(line.endswith("masked actions 0") for line in lines), out.stdout
     assert "512" in lines[1] and " 0 episodes" not in lines[1]
+
+
+def test_every_python_block_of_docs_ecosystem_runs():
+    text = (ROOT / "docs" / "ecosystem.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) >= 4
+    out = _python("\n".join(blocks), timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]

@@ -38,11 +38,10 @@ def assert_same(a, b, where="info"):
         assert type(a) is type(b) and a == b, (where, a, b)
 
 
-def make_pair(mode, num_envs=3, max_episode_steps=10, wrappers=()):
-    native = gym.make_vec(ID, num_envs, vectorization_mode="vector_entry_point", autoreset_mode=mode,
-                          max_episode_steps=max_episode_steps, **ENV_KWARGS)
-    sync = gym.make_vec(ID, num_envs, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode},
-                        max_episode_steps=max_episode_steps, **ENV_KWARGS)
+def make_pair(mode, num_envs=3, max_episode_steps=10, wrappers=(), job_records=True):
+    kwargs = {**ENV_KWARGS, "max_episode_steps": max_episode_steps, "job_records": job_records}
+    native = gym.make_vec(ID, num_envs, vectorization_mode="vector_entry_point", autoreset_mode=mode, **kwargs)
+    sync = gym.make_vec(ID, num_envs, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode}, **kwargs)
     assert isinstance(native, GeoPipeVectorEnv) and isinstance(sync, gym.vector.SyncVectorEnv)
     assert native.metadata["autoreset_mode"] == sync.metadata["autoreset_mode"] == mode
     for wrap in wrappers:
@@ -88,9 +87,10 @@ def run_side_by_side(native, sync, steps, mode, drop=()):
     return ends
 
 
-@pytest.mark.parametrize("mode", list(AutoresetMode))
-def test_native_vector_env_is_sync_vector_env_step_for_step(mode):
-    native, sync = make_pair(mode)
+@pytest.mark.parametrize("mode, job_records", [(m.value, True) for m in AutoresetMode] + [("NextStep", False)])
+def test_native_vector_env_is_sync_vector_env_step_for_step(mode, job_records):
+    mode = AutoresetMode(mode)
+    native, sync = make_pair(mode, job_records=job_records)
     ends = run_side_by_side(native, sync, 150, mode)
     assert all(n >= 1 for n in ends.values()), ends  # every kind of episode end was compared
 
@@ -128,6 +128,8 @@ def test_make_vec_arguments_and_their_errors():
         GeoPipeVectorEnv(2, max_episode_steps=0)
     with pytest.raises(TypeError, match="unexpected arguments"):
         GeoPipeVectorEnv(2, bogus=1)
+    with pytest.raises(ValueError, match="job_records must be True or False, got 'yes'"):
+        GeoPipeVectorEnv(2, job_records="yes")
 
 
 def test_disabled_mode_refuses_to_step_a_finished_env_and_reset_mask_is_checked():
