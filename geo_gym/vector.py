@@ -210,7 +210,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         """What every info of the single env carries: the current mask and clock."""
         return {"action_mask": self._masks, "time_h": self.core.now_s / SECONDS_PER_HOUR}
 
-    def _end_info(self, ended: np.ndarray, summarized: np.ndarray, idle: np.ndarray) -> dict:
+    def _end_info(self, summarized: np.ndarray, idle: np.ndarray) -> dict:
         """The single env's episode-end keys, batched: the summary, ``reward_scale`` (and
         ``jobs``) of the envs in ``summarized`` (terminated or idle-truncated), and
         ``truncated_idle`` of those in ``idle``."""
@@ -302,7 +302,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
                 # the finished episodes' last observation and info, then their new episodes
                 final_info: dict[str, Any] = {}
                 _add(final_info, {**self._state_info(), **step_info}, ended)
-                final_info.update(self._end_info(ended, terminated | idle_truncated, idle_truncated))
+                final_info.update(self._end_info(terminated | idle_truncated, idle_truncated))
                 final_obs = np.full(self.num_envs, None, dtype=object)
                 for e in np.flatnonzero(ended):
                     final_obs[e] = self._obs[e].copy()
@@ -313,7 +313,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         else:
             _add(infos, step_info, stepping if resetting.any() else None)
             if ended.any():
-                infos.update(self._end_info(ended, terminated | idle_truncated, idle_truncated))
+                infos.update(self._end_info(terminated | idle_truncated, idle_truncated))
             self._ended = ended
         _add(infos, self._state_info(), None)
         return self._obs.copy(), self._rewards.copy(), terminated, truncated, infos
