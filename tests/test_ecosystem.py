@@ -114,7 +114,7 @@ def _processes_with(marker: str) -> list[int]:
 def test_rllib_ppo_with_the_action_masking_module_in_a_loopback_namespace():
     """RLlib PPO, 1 remote env runner, 2 iterations, in its own network and PID namespace (so
     every Ray process ends with it); no masked action is taken, no Ray process survives."""
-    pytest.importorskip("ray.rllib", reason="ray[rllib] is not installed (pip install -e '.[rllib]')")
+    pytest.importorskip("ray.rllib", reason="ray[rllib] is not installed (pip install -e '.[dev]' or '.[rllib]')")
     problem = _namespace_problem()
     if problem:
         pytest.skip(problem)
