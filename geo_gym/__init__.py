@@ -53,4 +53,11 @@ def simulate(*args, **kwargs):
     return _simulate(*args, **kwargs)
 
 
-__all__ = ["Scenario", "make_scenario", "scenario_names", "simulate"]
+def plot_schedule(*args, **kwargs):
+    """``geo_gym.render.plot_schedule`` (imported lazily: it pulls in matplotlib)."""
+    from geo_gym.render import plot_schedule as _plot_schedule
+
+    return _plot_schedule(*args, **kwargs)
+
+
+__all__ = ["Scenario", "make_scenario", "plot_schedule", "scenario_names", "simulate"]

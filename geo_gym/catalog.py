@@ -6,7 +6,7 @@ Every constant carries a one-line source. "BACE-Pipe" refers to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -17,11 +17,25 @@ class GPUType:
     memory_gb: float
     effective_flops: float  # sustained FLOP/s a training job gets, not the datasheet peak
     power_kw: float  # draw while allocated, idle bubbles included (paper Eq. 4)
+    peak_flops: float | None = None  # datasheet dense FLOP/s; None: unknown (no MFU knob)
 
     def __post_init__(self) -> None:
         for field in ("memory_gb", "effective_flops", "power_kw"):
             if not getattr(self, field) > 0:
                 raise ValueError(f"GPUType.{field} must be > 0, got {getattr(self, field)!r}")
+        if self.peak_flops is not None and not self.peak_flops >= self.effective_flops:
+            raise ValueError(
+                f"GPUType.peak_flops must be >= effective_flops ({self.effective_flops!r}), got {self.peak_flops!r}"
+            )
+
+    def at_mfu(self, mfu: float) -> GPUType:
+        """This GPU with effective FLOP/s = peak x ``mfu`` (model-FLOP utilisation in (0, 1])."""
+        if self.peak_flops is None:
+            raise ValueError(f"GPU {self.name!r} has no peak_flops, so an MFU cannot be applied to it")
+        if isinstance(mfu, bool) or not isinstance(mfu, int | float) or not 0 < mfu <= 1:
+            raise ValueError(f"mfu must be a number in (0, 1], got {mfu!r}")
+        flops = self.peak_flops * mfu
+        return self if flops == self.effective_flops else replace(self, effective_flops=flops)
 
 
 # RTX A6000 datasheet: 48 GB, 154.8 TFLOP/s dense FP16/BF16 tensor (309.7 with sparsity).
@@ -33,6 +47,7 @@ A6000 = GPUType(
     memory_gb=48.0,  # NVIDIA RTX A6000 datasheet
     effective_flops=A6000_PEAK_FLOPS * ASSUMED_MFU,
     power_kw=0.3,  # docs/design.md: reproduces the paper's Fig. 1 dollar figures within ~5%
+    peak_flops=A6000_PEAK_FLOPS,
 )
 
 
@@ -56,6 +71,68 @@ PAPER_REGIONS: tuple[RegionSpec, ...] = (
     RegionSpec("SEA-South", "Singapore", 32, 0.222, 50.0),  # Table II row 5
     RegionSpec("OC-East", "Sydney, Australia", 32, 0.295, 70.0),  # Table II row 6
 )
+
+
+@dataclass(frozen=True)
+class MeasuredLink:
+    """A measured inter-region network path: throughput (Gbit/s) and delay (ms) between two
+    cities' cloud regions, as a source reports them (one value per unordered pair)."""
+
+    a: str
+    b: str
+    delay_ms: float
+    gbps: float
+
+    def __post_init__(self) -> None:
+        for field in ("delay_ms", "gbps"):
+            if not getattr(self, field) > 0:
+                raise ValueError(f"MeasuredLink {self.a}-{self.b}: {field} must be > 0, got {getattr(self, field)!r}")
+
+
+# Inter-region bandwidth and delay between AWS regions from DT-FM: Yuan, He, Davis, Zhang, Dao,
+# Chen, Liang, Re, Zhang, "Decentralized Training of Foundation Models in Heterogeneous
+# Environments", NeurIPS 2022 (arXiv:2206.01288), whose geo-distributed scenarios are
+# "simulated using real-world network measurements" (abstract). The numbers are the authors':
+# `delay_bandwidth_dict` in github.com/DS3Lab/DT-FM, scheduler/generate_sim_com_matrices.py
+# (commit 69f05e50), one (delay ms, Gbps) pair per city pair, used there for the world-wide
+# scenario (8 cities, 8 GPUs each). Copied: the 15 pairs among the cities of Table II's six
+# regions (US-East-2 read as AWS us-east-2, Ohio; see DTFM_CITY). Each row: the dict's entry.
+DTFM_LINKS: tuple[MeasuredLink, ...] = (
+    MeasuredLink("Ohio", "Frankfurt", 99, 0.799),  # "Ohio-Frankfurt": (99, 0.799)
+    MeasuredLink("Ohio", "Ireland", 77, 1.14),  # "Ohio-Ireland": (77, 1.14)
+    MeasuredLink("Ohio", "Tokyo", 130, 0.694),  # "Ohio-Tokyo": (130, 0.694)
+    MeasuredLink("Ohio", "Singapore", 197, 0.452),  # "Ohio-Singapore": (197, 0.452)
+    MeasuredLink("Ohio", "Sydney", 185, 0.484),  # "Ohio-Sydney": (185, 0.484)
+    MeasuredLink("Tokyo", "Singapore", 73, 1.01),  # "Tokyo-Singapore": (73, 1.01)
+    MeasuredLink("Tokyo", "Sydney", 100, 0.761),  # "Tokyo-Sydney": (100, 0.761)
+    MeasuredLink("Tokyo", "Frankfurt", 223, 0.36),  # "Tokyo-Frankfurt": (223, 0.36)
+    MeasuredLink("Tokyo", "Ireland", 199, 0.465),  # "Tokyo-Ireland": (199, 0.465)
+    MeasuredLink("Singapore", "Sydney", 92, 0.816),  # "Singapore-Sydney": (92, 0.816)
+    MeasuredLink("Singapore", "Frankfurt", 155, 0.535),  # "Singapore-Frankfurt": (155, 0.535)
+    MeasuredLink("Singapore", "Ireland", 179, 0.492),  # "Singapore-Ireland": (179, 0.492)
+    MeasuredLink("Sydney", "Frankfurt", 265, 0.328),  # "Sydney-Frankfurt": (265, 0.328)
+    MeasuredLink("Sydney", "Ireland", 254, 0.344),  # "Sydney-Ireland": (254, 0.344)
+    MeasuredLink("Frankfurt", "Ireland", 24, 1.08),  # "Frankfurt-Ireland": (24, 1.08)
+)
+# The DT-FM city of each Table II region. Table II names its regions in AWS's style (EU-West:
+# Ireland is eu-west-1, EU-Central: Frankfurt is eu-central-1), so US-East-2 is AWS us-east-2,
+# Ohio; DT-FM measured no New York region (its nearest, Virginia, is us-east-1).
+DTFM_CITY = {
+    "EU-West": "Ireland",
+    "US-East-2": "Ohio",
+    "EU-Central": "Frankfurt",
+    "EA-East": "Tokyo",
+    "SEA-South": "Singapore",
+    "OC-East": "Sydney",
+}
+
+
+def measured_gbps(a: str, b: str, links: tuple[MeasuredLink, ...] = DTFM_LINKS) -> float:
+    """The measured throughput between cities ``a`` and ``b`` (either order)."""
+    for link in links:
+        if {link.a, link.b} == {a, b}:
+            return link.gbps
+    raise ValueError(f"no measured link between {a!r} and {b!r}")
 
 
 @dataclass(frozen=True)

@@ -48,24 +48,56 @@ _jit = numba.njit(cache=True)
 _inline = numba.njit(cache=True, inline="always")
 
 # ------------------------------------------------------------------ the observation layout
-# Named once: the encoder below, the fixed policies (baselines/policies.py), the feature
-# extractor (agents/features.py), env.py's table and the tests read these names. The
-# observation is [globals | region 0 | ... | region K-1 | slot 0 | its options | slot 1 | ...].
-GLOBAL_FEATURES = (
-    "alpha", "free_share", "log_pending", "log_running", "wait_possible", "log_delayed",
-    "log_tracker_soonest_h", "tracker_coverage", "log_failures", "repair_share",
+# Named once, each feature with what it holds: the encoder below, the fixed policies
+# (baselines/policies.py), the feature extractor (agents/features.py), env.py's table
+# (``observation_table``) and the tests read these. The observation is
+# [globals | region 0 | ... | region K-1 | slot 0 | its options | slot 1 | ...].
+GLOBAL = (
+    ("alpha", "alpha (Eq. 11): reserved / total inter-region bandwidth"),
+    ("free_share", "free GPUs / all GPUs"),
+    ("log_pending", "log1p(pending jobs)"),
+    ("log_running", "log1p(running jobs)"),
+    ("wait_possible", "1 if waiting is possible (an arrival, completion, failure, repair or re-queue will happen)"),
+    ("log_delayed", "log1p(failed jobs waiting to re-enter the queue)"),
+    ("log_tracker_soonest_h", "log1p(hours until the soonest completion the Metric Tracker can see), 0 when it sees none"),
+    ("tracker_coverage", "share of running jobs whose progress the tracker sees (1 = all; 0 also when none run)"),
+    ("log_failures", "log1p(infrastructure failures so far)"),
+    ("repair_share", "GPUs under repair / all GPUs"),
 )
+GLOBAL_FEATURES = tuple(name for name, _ in GLOBAL)
 (G_ALPHA, G_FREE, G_PENDING, G_RUNNING, G_WAIT, G_DELAYED, G_TRACKER_SOONEST, G_TRACKER_COVERAGE,
  G_FAILURES, G_REPAIR) = range(len(GLOBAL_FEATURES))
-REGION_FEATURES = ("free_share", "capacity_share", "price_share", "residual_bandwidth_share")
-R_FREE, R_CAPACITY, R_PRICE, R_BANDWIDTH = range(len(REGION_FEATURES))
-SLOT_FEATURES = (
-    "present", "intensity", "sensitivity", "log_remaining_h", "k_target", "log_waiting_h",
-    "log_job_failures", "retrieval_hit", "min_gpus",
+REGION = (
+    ("free_share", "free / capacity"),
+    ("capacity_share", "capacity / largest capacity"),
+    ("price_share", "price / highest price"),
+    ("residual_bandwidth_share", "mean residual out-bandwidth / largest link bandwidth"),
 )
+REGION_FEATURES = tuple(name for name, _ in REGION)
+R_FREE, R_CAPACITY, R_PRICE, R_BANDWIDTH = range(len(REGION_FEATURES))
+SLOT = (
+    ("present", "1 if a job sits in the slot"),
+    ("intensity", "I_j (Eq. 9) over the window"),
+    ("sensitivity", "D_j (Eq. 10) over the window"),
+    ("log_remaining_h", "log1p(predicted remaining E_j(K*) h)"),
+    ("k_target", "k_target/128: the GPUs the rules aim at (K* over the counts its model fits on, "
+                 "capped by its GPU request; under start rule `request` the request itself, "
+                 "`geo_gym/start_rule.py`)"),
+    ("log_waiting_h", "log1p(hours since submission: queueing, plus any earlier attempts and re-queue delays)"),
+    ("log_job_failures", "log1p(failures of this job)"),
+    ("retrieval_hit", "1 if the prediction came from similar finished jobs"),
+    ("min_gpus", "minimum GPUs/128 (the start rule's: no option places it on fewer)"),
+)
+SLOT_FEATURES = tuple(name for name, _ in SLOT)
 (S_PRESENT, S_INTENSITY, S_SENSITIVITY, S_LOG_REMAINING, S_K_TARGET, S_LOG_WAITING,
  S_JOB_FAILURES, S_RETRIEVAL_HIT, S_MIN_GPUS) = range(len(SLOT_FEATURES))
-OPTION_FEATURES = ("valid", "gpus_share", "log_runtime_h", "cost_rate")
+OPTION = (
+    ("valid", "1 if the rule places the job now"),
+    ("gpus_share", "GPUs / K*"),
+    ("log_runtime_h", "log1p(predicted remaining runtime h on that placement)"),
+    ("cost_rate", "sum_r n_r P_r / (K* max_r P_r)"),
+)
+OPTION_FEATURES = tuple(name for name, _ in OPTION)
 O_VALID, O_GPUS, O_LOG_RUNTIME, O_COST_RATE = range(len(OPTION_FEATURES))
 NUM_GLOBAL = len(GLOBAL_FEATURES)
 NUM_REGION = len(REGION_FEATURES)
@@ -102,6 +134,15 @@ def feature_names(num_regions: int, window: int) -> list[str]:
         names += [f"slot{s}/{f}" for f in SLOT_FEATURES]
         names += [f"slot{s}/{RULE_NAMES[r]}/{f}" for r in range(NUM_RULES) for f in OPTION_FEATURES]
     return names
+
+
+def observation_table() -> str:
+    """The observation's features as a markdown table (block, index in block, name, what it
+    holds): env.py's docstring shows it."""
+    lines = ["| block | index in block | name | feature |", "|---|---|---|---|"]
+    for block, features in (("global", GLOBAL), ("region r", REGION), ("slot s", SLOT), ("option (s, rule)", OPTION)):
+        lines += [f"| {block} | {i} | {name} | {what} |" for i, (name, what) in enumerate(features)]
+    return "\n".join(lines)
 
 
 def layout_from_obs_size(size: int, num_regions: int | None = None) -> tuple[int, int]:

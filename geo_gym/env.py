@@ -8,7 +8,7 @@ BACE-Pipe (iteration time Eq. 1, JCT Eq. 3, electricity Eq. 4, GPU and bandwidth
 Eq. 5/6); see docs/cost_model.md. One step = one scheduling decision.
 
 ## Action Space
-``Discrete(W * R + 1)`` with W = ``window`` queue slots and R = 9 placement rules:
+``Discrete(W * R + 1)`` with W = ``window`` queue slots and R = {num_rules} placement rules:
 ``action = slot * R + rule`` starts the job in that slot with that rule's placement;
 ``action = W * R`` waits until the next event. Rules (``geo_gym.placement.RULE_NAMES``):
 
@@ -28,43 +28,15 @@ there is one, else nothing happens; ``info["invalid_action"]`` is True. Rewards 
 consistent, so the episode-return identity below holds for any action sequence.
 
 ## Observation Space
-``Box(0, 100, (10 + 4K + W (9 + 4R),), float32)``:
+``Box(0, 100, ({size},), float32)``:
 
 Names from ``geo_gym.decision`` (``GLOBAL_FEATURES``, ``REGION_FEATURES``, ``SLOT_FEATURES``,
 ``OPTION_FEATURES``; ``decision.slot_index`` etc. give an entry's index, and
 ``decision.feature_names(K, W)`` every entry's name):
 
-| block | index in block | name | feature |
-|---|---|---|---|
-| global | 0 | alpha | alpha (Eq. 11): reserved / total inter-region bandwidth |
-| global | 1 | free_share | free GPUs / all GPUs |
-| global | 2 | log_pending | log1p(pending jobs) |
-| global | 3 | log_running | log1p(running jobs) |
-| global | 4 | wait_possible | 1 if waiting is possible (an arrival, completion, failure, repair or re-queue will happen) |
-| global | 5 | log_delayed | log1p(failed jobs waiting to re-enter the queue) |
-| global | 6 | log_tracker_soonest_h | log1p(hours until the soonest completion the Metric Tracker can see), 0 when it sees none |
-| global | 7 | tracker_coverage | share of running jobs whose progress the tracker sees (1 = all; 0 also when none run) |
-| global | 8 | log_failures | log1p(infrastructure failures so far) |
-| global | 9 | repair_share | GPUs under repair / all GPUs |
-| region r | 0 | free_share | free / capacity |
-| region r | 1 | capacity_share | capacity / largest capacity |
-| region r | 2 | price_share | price / highest price |
-| region r | 3 | residual_bandwidth_share | mean residual out-bandwidth / largest link bandwidth |
-| slot s | 0 | present | 1 if a job sits in the slot |
-| slot s | 1 | intensity | I_j (Eq. 9) over the window |
-| slot s | 2 | sensitivity | D_j (Eq. 10) over the window |
-| slot s | 3 | log_remaining_h | log1p(predicted remaining E_j(K*) h) |
-| slot s | 4 | k_target | k_target/128: the GPUs the rules aim at (K* over the counts its model fits on, capped by its GPU request; under start rule `request` the request itself, `geo_gym/start_rule.py`) |
-| slot s | 5 | log_waiting_h | log1p(hours since submission: queueing, plus any earlier attempts and re-queue delays) |
-| slot s | 6 | log_job_failures | log1p(failures of this job) |
-| slot s | 7 | retrieval_hit | 1 if the prediction came from similar finished jobs |
-| slot s | 8 | min_gpus | minimum GPUs/128 (the start rule's: no option places it on fewer) |
-| option (s, rule) | 0 | valid | 1 if the rule places the job now |
-| option (s, rule) | 1 | gpus_share | GPUs / K* |
-| option (s, rule) | 2 | log_runtime_h | log1p(predicted remaining runtime h on that placement) |
-| option (s, rule) | 3 | cost_rate | sum_r n_r P_r / (K* max_r P_r) |
+{observation_table}
 
-Slot s occupies ``10 + 4K + s (9 + 4R)``, its options follow it. Future submissions are not
+Slot s occupies ``{slot_start}``, its options follow it. Future submissions are not
 shown (a real scheduler does not know them), nor are true durations or failure times. Values are clipped at 100. Durations shown are
 predictions (``pred_iters``), never the truth.
 
@@ -101,7 +73,18 @@ trace window), ``max_idle_steps`` (100: consecutive steps that change nothing be
 episode is truncated), ``job_records`` (True: the last ``info`` holds a record per job),
 ``start_rule`` (how few GPUs a job may start on: "memory", the physical minimum
 of its model's memory, is the built-in scenarios' default; "any", "fraction:X", "kstar",
-"request"; None keeps the scenario's own; ``geo_gym/start_rule.py``).
+"request"; None keeps the scenario's own; ``geo_gym/start_rule.py``), ``render_mode``
+(None, "rgb_array" or "human"; see Rendering).
+
+## Rendering
+``render_mode="rgb_array"``: ``render()`` returns the schedule so far as an (H, W, 3) uint8
+picture (800 x 480): one lane per region with every attempt of every job as a bar over its
+GPUs, coloured by model, failed attempts hatched with an x at the failure; the queue and the
+inter-region links' use over time (``geo_gym/render.py``). It works with gymnasium's
+``RecordVideo`` (needs moviepy: the ``dev`` extra). ``"human"``: the same in a matplotlib
+window, redrawn at every reset and step (``render()`` returns None). With a render mode the
+env logs every start in ``env.schedule`` (a ``geo_gym.render.ScheduleLog``); without one it
+logs nothing. ``geo_gym.plot_schedule`` draws the same from ``simulate(..., record=True)``.
 """
 
 from __future__ import annotations
@@ -119,6 +102,14 @@ from geo_gym.start_rule import StartRule
 from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.uncertainty import UncertaintyConfig
 from geo_gym.workload import label_columns
+
+# The observation's size and table come from geo_gym.decision, where the layout is named once.
+__doc__ = __doc__.format(
+    num_rules=NUM_RULES,
+    size=f"{decision.NUM_GLOBAL} + {decision.NUM_REGION}K + W ({decision.NUM_SLOT} + {decision.NUM_OPTION}R)",
+    slot_start=f"{decision.NUM_GLOBAL} + {decision.NUM_REGION}K + s ({decision.NUM_SLOT} + {decision.NUM_OPTION}R)",
+    observation_table=decision.observation_table(),
+)
 
 
 def as_uncertainty(uncertainty) -> UncertaintyConfig:
@@ -204,7 +195,7 @@ def _action_index(action, n: int | None = None) -> int:
 
 class GeoPipeEnv(gym.Env):
     __doc__ = __doc__
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["rgb_array", "human"], "render_fps": 4}
 
     def __init__(
         self,
@@ -218,8 +209,16 @@ class GeoPipeEnv(gym.Env):
         warmup_scenario: Scenario | None = None,
         start_rule: StartRule | str | None = None,
         max_idle_steps: int = 100,
+        render_mode: str | None = None,
         job_records: bool = True,
     ):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
+        self.render_mode = render_mode
+        self.schedule = None  # a geo_gym.render.ScheduleLog of the episode, with a render mode
+        self._figure = None
         if int(window) != window or window < 1:
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
         if max_jobs is not None and (isinstance(max_jobs, bool) or not isinstance(max_jobs, int | np.integer)
@@ -290,6 +289,12 @@ class GeoPipeEnv(gym.Env):
         decision.begin(self.core, self.opts, 0, self._obs, self._mask)
         self._check_deadlock()
         self._idle_steps = 0
+        if self.render_mode is not None:
+            from geo_gym.render import ScheduleLog
+
+            self.schedule = ScheduleLog(self.core, 0, self.jobs, scen.cluster.names)
+            if self.render_mode == "human":
+                self._show()
         return self._obs.copy(), self._info()
 
     def _check_deadlock(self) -> None:
@@ -305,10 +310,13 @@ class GeoPipeEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         a = _action_index(action, self.action_space.n)
         could_wait = bool(self.opts.wait_ok[0])
+        placing = self._placement(a) if self.schedule is not None else None
         reward, reward_jct, reward_cost, invalid, terminated = decision.step_env(
             self.core, self.opts, 0, a, self.cost_weight, self._scale, self._obs, self._mask
         )
         terminated = bool(terminated)
+        if placing is not None and not invalid:  # a valid start action placed that job there
+            self.schedule.record(self.core, 0, *placing)
         # an invalid action with no pending event changes nothing (the step's contract)
         self._idle_steps = self._idle_steps + 1 if invalid and not could_wait else 0
         truncated = not terminated and self._idle_steps >= self.max_idle_steps
@@ -324,7 +332,62 @@ class GeoPipeEnv(gym.Env):
                 info["jobs"] = episode_records(self.core, 0, self.jobs, self.current_scenario.cluster.names)
         if truncated:
             info["truncated_idle"] = True
+        if self.render_mode == "human":
+            self._show()
         return self._obs.copy(), float(reward), terminated, truncated, info
+
+    def _placement(self, a: int) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """(job, path, GPUs per path region) that action ``a`` would place, read before the
+        step (placing shifts the queue, a failure in the same step clears the core's row)."""
+        slot, rule = divmod(a, NUM_RULES)
+        if slot >= self.opts.n_win[0]:
+            return None
+        path = self.opts.path[0, slot, rule, : self.opts.plen[0, slot, rule]].copy()
+        return int(self.opts.win[0, slot]), path, self.opts.alloc[0, slot, rule][path]
+
+    def render(self):
+        """The schedule so far: an (H, W, 3) uint8 array ("rgb_array"), or drawn in a
+        matplotlib window ("human", returns None); see Rendering."""
+        if self.render_mode is None:
+            gym.logger.warn("render() without a render_mode: pass render_mode='rgb_array' or 'human' to the env")
+            return None
+        if self.schedule is None:
+            raise RuntimeError("call reset() before render()")
+        if self.render_mode == "human":
+            self._show()
+            return None
+        from matplotlib.figure import Figure
+
+        from geo_gym import render
+
+        if self._figure is None:
+            self._figure = Figure(figsize=render.FIGSIZE, dpi=render.DPI)
+        return render.to_rgb(self._draw(self._figure))
+
+    def _draw(self, fig):
+        from geo_gym import render
+
+        now_h = float(self.core.now_s[0] / SECONDS_PER_HOUR)
+        return render.draw(fig, self.schedule, now_h, title=self.current_scenario.name)
+
+    def _show(self) -> None:
+        """Redraw the human-mode window (a pyplot figure, kept open across episodes)."""
+        import matplotlib.pyplot as plt
+
+        from geo_gym import render
+
+        if self._figure is None or not plt.fignum_exists(self._figure.number):
+            self._figure = plt.figure(figsize=render.FIGSIZE, dpi=render.DPI)
+        self._draw(self._figure)
+        plt.pause(1.0 / self.metadata["render_fps"])
+
+    def close(self):
+        if self._figure is not None and self.render_mode == "human":
+            import matplotlib.pyplot as plt
+
+            plt.close(self._figure)
+        self._figure = None
+        super().close()
 
     def action_masks(self) -> np.ndarray:
         """sb3-contrib MaskablePPO's hook."""

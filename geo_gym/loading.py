@@ -19,9 +19,7 @@ from geo_gym import sim
 from geo_gym.scenarios import Scenario
 from geo_gym.sim import FALLBACK_STORE_MEAN, FALLBACK_USER, PRED_RETRIEVAL, Core
 from geo_gym.state import SECONDS_PER_HOUR
-from geo_gym.uncertainty import UncertaintyConfig, draw_episode
-from geo_gym.uncertainty.draws import EpisodeDraws, neutral_draws
-from geo_gym.uncertainty.failures import repair_hours
+from geo_gym.uncertainty import UncertaintyConfig, draws
 from geo_gym.uncertainty.metadata import JobMetadata
 from geo_gym.uncertainty.predictors import RetrievalPredictor, store_extend
 from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
@@ -103,10 +101,9 @@ class _Derived(NamedTuple):
 
     predictor: object  # its stateless ``predict``; the retrieval history lives in the core
     retrieval: bool  # a RetrievalPredictor: predictions are made in the core
-    random: bool  # some component reads ``draw_episode``'s numbers (planted failures aside)
+    random: bool  # some source reads ``draws.draw_episode``'s numbers (planted failures aside)
     settings: tuple  # sim.load_settings' arguments after (core, e)
     sizes: dict  # required_sizes' part that does not depend on the workload
-    tracker_sigma: float  # the Metric Tracker's log-normal sigma (found by bisection)
     vectors: dict  # retrieval: memoised metadata vectors, see _metadata_vectors
 
 
@@ -115,27 +112,19 @@ def _derived(unc: UncertaintyConfig) -> _Derived:
     """``_Derived`` of ``unc``, built once per configuration (an LRU cache)."""
     pred = unc.make_predictor()
     retrieval = isinstance(pred, RetrievalPredictor)
-    sigma = unc.tracker_sigma()
     sizes = {"attempts": unc.max_attempts}
     if retrieval:
         sizes.update(store=pred.store.vals.shape[0], dim=pred.vectorizer.dim)
     return _Derived(
         pred,
         retrieval,
-        # When nothing reads the draws (the perfect world) loading does not draw them; the
-        # results are the same, and the workload stream, drawn from the parent generator,
-        # is untouched.
-        getattr(pred, "uses_noise", False)
-        or unc.failure_rate_per_gpu_hour > 0
-        or 0.0 < unc.tracker_detect_prob < 1.0
-        or sigma > 0,
+        draws.reads_draws(unc),
         (
             unc.failure_rate_per_gpu_hour, unc.checkpoint_interval_hours, unc.gpus_per_failure,
             unc.handler, *unc.handler_operating_point(), unc.diagnosis_delay_hours,
             unc.manual_delay_hours,
         ),
         sizes,
-        sigma,
         {},
     )
 
@@ -199,13 +188,14 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
     planted = spec["planted"]
     any_planted = bool(planted.any())
     if derived.random or any_planted:
-        drawn = _drawn_columns(draw_episode(rng, n, sizes["A"]), unc, derived.tracker_sigma)
+        pred_z, drawn = draws.draw_episode(rng, unc, n, sizes["A"])
     else:
-        drawn = _neutral_columns(n, sizes["A"], unc)
+        pred_z, drawn = _zeros(n), draws.neutral_columns(unc, n, sizes["A"])
     full = prof["iterations"]
     iters = _apply_fates(*_fate_draws(rng, n), spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
-    pred_iters = _load_uncertainty(core, e, jobs, derived, drawn.pred_z, history, iters, full)
-    fail_e = _plant_failures(core, e, jobs, planted, drawn.fail_e) if any_planted else drawn.fail_e
+    pred_iters = _load_uncertainty(core, e, jobs, derived, pred_z, history, iters, full)
+    if any_planted:
+        drawn = drawn._replace(failure_draws=_plant_failures(core, e, jobs, planted, drawn.failure_draws))
     sim.load_jobs(
         core, e,
         sim.JobColumns(
@@ -214,11 +204,7 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
             b_target_gbps=prof["b_ref"], t_iter_1gpu_s=prof["t1"], t_iter_target_s=prof["tk"],
             min_gpus=min_gpus, pred_iters=pred_iters,
         ),
-        sim.DrawnColumns(
-            failure_draws=fail_e, repair_h=drawn.repair_h, handler_u=drawn.handler_u,
-            tracker_sees=drawn.track_known, tracker_frac_noise=drawn.track_zf,
-            tracker_step_noise=drawn.track_zs,
-        ),
+        drawn,
     )
     return jobs
 
@@ -247,41 +233,12 @@ def _check_time_resolution(jobs, submit: np.ndarray, ideal_s: np.ndarray) -> Non
         )
 
 
-class _DrawnColumns(NamedTuple):
-    """An episode's uncertainty draws as the core's per-job columns."""
-
-    pred_z: np.ndarray  # (n,) the noisy predictor's standard normals
-    fail_e: np.ndarray  # (n, attempts) unit exponentials to each attempt's failure
-    repair_h: np.ndarray  # (n, attempts) repair hours after each failure
-    handler_u: np.ndarray  # (n, attempts) the failure handler's uniforms
-    track_known: np.ndarray  # (n,) the Metric Tracker sees this job's progress
-    track_zf: np.ndarray  # (n,) the tracker's multiplicative error on the done fraction
-    track_zs: np.ndarray  # (n,) ... and on the step time
-
-
-def _drawn_columns(draws: EpisodeDraws, unc: UncertaintyConfig, sigma: float) -> _DrawnColumns:
-    """The draws turned into what the core reads: repair times (log-normal), the tracker's
-    detection and its error factors (``sigma``: the configuration's, ``_derived``), by the
-    configuration's parameters."""
-    return _DrawnColumns(
-        draws.pred_z,
-        draws.fail_e,
-        repair_hours(draws.repair_z, unc.repair_median_hours, unc.repair_sigma),
-        draws.handler_u,
-        draws.tracker_u < unc.tracker_detect_prob,
-        np.exp(sigma * draws.tracker_z[:, 0]),
-        np.exp(sigma * draws.tracker_z[:, 1]),
-    )
-
-
 @lru_cache(maxsize=256)
-def _neutral_columns(n: int, attempts: int, unc: UncertaintyConfig) -> _DrawnColumns:
-    """``_drawn_columns`` of the neutral draws: constants of the configuration, built once
-    (read-only)."""
-    out = _drawn_columns(neutral_draws(n, attempts), unc, _derived(unc).tracker_sigma)
-    for a in out:
-        a.setflags(write=False)
-    return out
+def _zeros(n: int) -> np.ndarray:
+    """The noisy predictor's normals when nothing reads them (read-only, built once)."""
+    z = np.zeros(n)
+    z.setflags(write=False)
+    return z
 
 
 def _fate_draws(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:

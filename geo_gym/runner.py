@@ -5,12 +5,16 @@ fast path (``fixed.run_fixed_policy``: no RL step overhead). Anything else with 
 ``predict(obs, deterministic=True)`` (a trained agent, the random baseline) is driven through
 ``GeoPipeEnv``. For the same seed the two paths give identical results whenever the queue never
 holds more jobs than the env's window (``window=`` makes the fast path look at the same window).
+``record=True`` also keeps the schedule, every attempt of every job (``geo_gym.render``), for
+``geo_gym.plot_schedule``: the fast path then takes its decisions one compiled call at a time,
+the same calls in the same order, so the results are the same to the bit.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,21 +25,43 @@ from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_columns, episode_sum
 from geo_gym.loading import start_episode
 from geo_gym.scenarios import Scenario, scenario_factory
 
+if TYPE_CHECKING:
+    from geo_gym.render import ScheduleLog
+
 
 @dataclass
 class SimResult:
     jobs: pd.DataFrame  # one row per job
     summary: dict  # avg_jct_h, p50/p99_jct_h, avg_wait_h, makespan_h, total_cost, ...
+    schedule: ScheduleLog | None = None  # every attempt, with simulate(..., record=True)
 
 
-def _result(core: sim.Core, jobs: list, scen: Scenario, extra: dict | None = None) -> SimResult:
+def _result(core: sim.Core, jobs: list, scen: Scenario, extra: dict | None = None,
+            schedule: ScheduleLog | None = None) -> SimResult:
     table = pd.DataFrame(episode_columns(core, 0, jobs, scen.cluster.names))
     summary = episode_summary(core, 0)
     summary["p50_jct_h"] = float(table["jct_h"].quantile(0.5))
     summary["p99_jct_h"] = float(table["jct_h"].quantile(0.99))
     summary["num_jobs"] = len(jobs)
     summary.update(extra or {})
-    return SimResult(table, summary)
+    return SimResult(table, summary, schedule)
+
+
+def _run_fixed_recorded(core: sim.Core, policy, window: int, strict: bool, schedule: ScheduleLog) -> bool:
+    """``fixed.run_fixed_policy`` one compiled decision at a time, logging every start."""
+    while not sim.done(core, 0):
+        j = fixed.decide(core, 0, policy.order_code, policy.rule_code, window, strict)
+        if j >= 0:
+            path = core.path[0, j, : core.plen[0, j]]
+            schedule.record(core, 0, j, path, core.alloc[0, j][path])
+        elif not sim.advance(core, 0):
+            return False
+    return True
+
+
+class Unschedulable(RuntimeError):
+    """A fixed policy that can never place some job (its rule cannot give the job the GPUs its
+    start rule requires, e.g. ``ldf`` under ``kstar`` when no region holds all of K*)."""
 
 
 def simulate(
@@ -45,11 +71,13 @@ def simulate(
     window: int | None = None,
     scenario_kwargs: dict | None = None,
     env_kwargs: dict | None = None,
+    record: bool = False,
 ) -> SimResult:
     """Run one workload (drawn from ``scenario`` with ``seed``) to the end under ``policy``.
     ``env_kwargs`` are GeoPipeEnv's (window, cost_weight, uncertainty, warmup_workloads,
     warmup_scenario, start_rule); a
-    policy with an ``uncertainty`` dict (e.g. schedmate_sjf) overrides those fields."""
+    policy with an ``uncertainty`` dict (e.g. schedmate_sjf) overrides those fields.
+    ``record``: keep every attempt in ``result.schedule`` (for ``geo_gym.plot_schedule``)."""
     scenario_kwargs = dict(scenario_kwargs or {})
     env_kwargs = dict(env_kwargs or {})
     unc = as_uncertainty(env_kwargs.get("uncertainty"))
@@ -64,13 +92,22 @@ def simulate(
             env_kwargs.get("warmup_workloads", 0), env_kwargs.get("warmup_scenario"),
         )
         strict = bool(getattr(policy, "strict", False))
-        if not fixed.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, window or 0, strict):
+        schedule = None
+        if record:
+            from geo_gym.render import ScheduleLog
+
+            schedule = ScheduleLog(core, 0, jobs, scen.cluster.names)
+            ok = _run_fixed_recorded(core, policy, window or 0, strict, schedule)
+        else:
+            ok = fixed.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, window or 0, strict)
+        if not ok:
             stuck = [jobs[j].name for j in core.pending[0, : core.n_pending[0]]]
-            raise RuntimeError(f"policy {policy!r} cannot place jobs {stuck}")
-        return _result(core, jobs, scen)
+            raise Unschedulable(f"policy {policy!r} cannot place jobs {stuck}")
+        return _result(core, jobs, scen, schedule=schedule)
     if window is not None:
         env_kwargs["window"] = window
-    env = GeoPipeEnv(scenario, scenario_kwargs, **env_kwargs)
+    # an env that may render keeps the schedule (and draws nothing until asked)
+    env = GeoPipeEnv(scenario, scenario_kwargs, **env_kwargs, render_mode="rgb_array" if record else None)
     if getattr(policy, "num_regions", 0) is None:
         # a policy that reads the layout from the observation gets this env's region count
         # (the size alone is ambiguous beyond 45 regions); the caller's object stays as it was
@@ -88,4 +125,4 @@ def simulate(
         ret += reward
         if terminated:
             extra = {"steps": steps, "invalid_actions": invalid, "return": ret}
-            return _result(env.core, env.jobs, env.current_scenario, extra)
+            return _result(env.core, env.jobs, env.current_scenario, extra, env.schedule)

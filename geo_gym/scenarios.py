@@ -6,14 +6,20 @@
 |---------------|--------------------------------------|-------------------------------------------|
 | paper-default | Table II, B_uv = (B_u + B_v)/2       | Table III jobs (cycled), datasets by seed |
 | paper-fig1    | Fig. 1's regions A-D, Mbps links     | jobs P (Qwen2.5-14B), Q (Llama-3.1-70B)   |
+| geo-wan       | Table II GPUs and prices, B_uv       | as paper-default                          |
+|               | measured between AWS regions (DT-FM) |                                           |
 | random        | 3-6 random regions (seeded)          | random Table III jobs, Poisson arrivals   |
 | recurring     | Table II                             | users resubmitting variants of templates, |
 |               |                                      | Poisson arrivals, recurring early ends    |
 
 Knobs: ``bandwidth_scale`` (Fig. 5), ``capacity_scale`` (Fig. 6), ``num_jobs`` (Fig. 7), and
-for ``random`` also ``num_regions`` and ``mean_interarrival`` (seconds).
+for ``random`` also ``num_regions`` and ``mean_interarrival`` (seconds). Every scenario also
+takes the per-stage compute knobs (``COMPUTE_KNOBS``): ``stage_overhead`` (seconds per stage
+and micro-batch in t_comp, default ``catalog.DEFAULT_STAGE_OVERHEAD_S``) and ``mfu`` (the GPU's
+effective FLOP/s as a share of its datasheet peak, default ``catalog.ASSUMED_MFU``); both move
+t_comp, hence K* (Eq. 13) and b_j (Eq. 6) (scripts/regime_map.py sweeps them).
 
-``paper-default``, ``random`` and ``recurring`` hold their jobs as a ``workload.JobTable``
+``paper-default``, ``geo-wan``, ``random`` and ``recurring`` hold their jobs as a ``workload.JobTable``
 (columns of catalog jobs, the ``JobSpec`` tuple built on first access), so that an env reset
 draws and loads a workload without one Python object per job; the draws are the same as a
 job-by-job loop's (``tests/test_loading.py``).
@@ -94,18 +100,48 @@ def paper_default(
 ) -> Scenario:
     """Paper IV-A: Table II regions; the eight Table III jobs (cycled beyond 8, as in Fig. 7's
     8-24 jobs), each with a dataset drawn uniformly from the three, all queued at t = 0."""
-    num_jobs = _check_num_jobs(num_jobs)
-    rng = np.random.default_rng(seed)
+    jobs = _paper_jobs(seed, _check_num_jobs(num_jobs))
     cluster = _paper_cluster_scaled(float(bandwidth_scale), float(capacity_scale))
+    return Scenario("paper-default", cluster, jobs)
+
+
+def _paper_jobs(seed: int, num_jobs: int) -> JobTable:
+    """Paper IV-A's workload: Table III's models cycled, a dataset per job drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(catalog.PAPER_DATASETS), size=num_jobs)
-    jobs = JobTable(
+    return JobTable(
         model=_cycled_models(num_jobs),
         dataset=picks,
         submit=constant(num_jobs, 0.0),
         epochs=constant(num_jobs, float(catalog.DEFAULT_EPOCHS)),
         name_format="job{i}-{model}",
     )
-    return Scenario("paper-default", cluster, jobs)
+
+
+@cache
+def geo_wan_cluster() -> Cluster:
+    """Table II's regions (GPUs, $/kWh) with DT-FM's measured AWS inter-region throughput as
+    B_uv (catalog.DTFM_LINKS, 0.33-1.14 Gbps) in place of Table II's sampled 30-90 Gbps; the
+    regions' own bandwidth field is unused (0), the matrix is given."""
+    regions = tuple(Region(r.name, r.gpus, r.price_per_kwh, 0.0) for r in catalog.PAPER_REGIONS)
+    cities = [catalog.DTFM_CITY[r.name] for r in regions]
+    bw = np.array([[0.0 if u == v else catalog.measured_gbps(u, v) for v in cities] for u in cities])
+    return Cluster(regions, bw)
+
+
+@lru_cache(maxsize=64)
+def _geo_wan_scaled(bandwidth_scale: float, capacity_scale: float) -> Cluster:
+    return geo_wan_cluster().scaled(bandwidth_scale, capacity_scale)
+
+
+def geo_wan(
+    seed: int = 0, bandwidth_scale: float = 1.0, capacity_scale: float = 1.0, num_jobs: int = 8
+) -> Scenario:
+    """paper-default with measured WAN links: the same regions, GPUs, jobs and draws, but
+    B_uv is what DT-FM measured between the AWS regions of Table II's cities (sub-Gbps to
+    1.14 Gbps), so Eq. (6) binds: b_j at K* is 0.5-1.4 Gbps (docs/geo_wan.md)."""
+    jobs = _paper_jobs(seed, _check_num_jobs(num_jobs))
+    return Scenario("geo-wan", _geo_wan_scaled(float(bandwidth_scale), float(capacity_scale)), jobs)
 
 
 @lru_cache(maxsize=64)
@@ -297,6 +333,7 @@ def _recurring_jobs(rng, n, t_p_early, t_end, t_epochs):
 SCENARIOS = {
     "paper-default": paper_default,
     "paper-fig1": paper_fig1,
+    "geo-wan": geo_wan,
     "random": random_scenario,
     "recurring": recurring,
 }
@@ -304,6 +341,19 @@ SCENARIOS = {
 
 def scenario_names() -> list[str]:
     return sorted(SCENARIOS)
+
+
+# Knobs every scenario takes: they replace the per-stage compute of t_comp (Table I), a
+# property of the training setup rather than of a scenario's cluster or workload.
+COMPUTE_KNOBS = ("mfu", "stage_overhead")
+
+
+def scenario_knobs(name: str) -> list[str]:
+    """The knobs a named scenario takes (``make_scenario(name, seed, **knobs)``), seed aside:
+    its own and ``COMPUTE_KNOBS``."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; known scenarios: {scenario_names()}")
+    return sorted(set(_parameters(SCENARIOS[name])) - {"seed"} | set(COMPUTE_KNOBS))
 
 
 @cache
@@ -315,18 +365,21 @@ def make_scenario(
     name: str | Scenario, seed: int = 0, start_rule: StartRule | str | None = None,
     memory_model: MemoryModel | None = None, **knobs,
 ) -> Scenario:
-    """Build a named scenario; a ``Scenario`` passes through (knobs then forbidden).
-    ``start_rule`` / ``memory_model`` replace the scenario's own (None: keep them)."""
+    """Build a named scenario; a ``Scenario`` passes through (its own knobs then forbidden,
+    ``COMPUTE_KNOBS`` allowed). ``start_rule`` / ``memory_model`` replace the scenario's own
+    (None: keep them)."""
     return scenario_factory(name, start_rule, memory_model, **knobs)(seed)
 
 
 def scenario_factory(
     name: str | Scenario, start_rule: StartRule | str | None = None,
-    memory_model: MemoryModel | None = None, **knobs,
+    memory_model: MemoryModel | None = None, stage_overhead: float | None = None,
+    mfu: float | None = None, **knobs,
 ) -> Callable[[int], Scenario]:
     """``seed -> make_scenario(name, seed, start_rule, memory_model, **knobs)``, with the name
     and knobs checked once: an env draws a workload per episode, and the checks cost as much as
-    a small workload."""
+    a small workload. ``stage_overhead`` and ``mfu`` (``COMPUTE_KNOBS``; None: the scenario's
+    own) replace the scenario's per-stage overhead and its GPU's effective FLOP/s."""
     make = _factory(name, **knobs)
     physics = {}
     if start_rule is not None:
@@ -335,15 +388,29 @@ def scenario_factory(
         if not isinstance(memory_model, MemoryModel):
             raise ValueError(f"memory_model must be a geo_gym.memory.MemoryModel, got {memory_model!r}")
         physics["memory_model"] = memory_model
-    if not physics:
+    if stage_overhead is not None:
+        if isinstance(stage_overhead, bool) or not isinstance(stage_overhead, int | np.integer | float) or not (
+            np.isfinite(stage_overhead) and stage_overhead > 0
+        ):
+            raise ValueError(f"stage_overhead must be a finite number > 0, got {stage_overhead!r}")
+        physics["stage_overhead"] = float(stage_overhead)
+    if mfu is not None:
+        catalog.A6000.at_mfu(mfu)  # checks the value once, whatever the scenario's GPU
+    if not physics and mfu is None:
         return make
+    last = [None, None]  # the last cluster seen and its MFU-adjusted copy (one per scenario, mostly)
 
     def with_physics(seed: int) -> Scenario:
         scen = make(seed)
+        changes = {k: v for k, v in physics.items() if getattr(scen, k) != v}
+        if mfu is not None:
+            if scen.cluster is not last[0]:
+                gpu = scen.cluster.gpu.at_mfu(mfu)
+                last[:] = scen.cluster, scen.cluster if gpu is scen.cluster.gpu else replace(scen.cluster, gpu=gpu)
+            if last[1] is not scen.cluster:
+                changes["cluster"] = last[1]
         # most callers name the scenario's own rule: no copy of the scenario per episode then
-        if all(getattr(scen, k) == v for k, v in physics.items()):
-            return scen
-        return replace(scen, **physics)
+        return replace(scen, **changes) if changes else scen
 
     return with_physics
 
@@ -359,9 +426,7 @@ def _factory(name: str | Scenario, **knobs) -> Callable[[int], Scenario]:
     params = _parameters(fn)
     bad = sorted(set(knobs) - set(params) | {"seed"} & set(knobs))
     if bad:
-        raise ValueError(
-            f"scenario {name!r} has no knob(s) {bad}; its knobs: {sorted(set(params) - {'seed'})}"
-        )
+        raise ValueError(f"scenario {name!r} has no knob(s) {bad}; its knobs: {scenario_knobs(name)}")
     if "seed" in params:
         return partial(fn, **knobs)
     return lambda seed: fn(**knobs)

@@ -37,13 +37,14 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
-from numba import types
+from numba import literal_unroll, types
 from numba.experimental import structref
 
 from geo_gym import state
 from geo_gym.costmodel import min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
 from geo_gym.placement import FEASIBLE, apply_rule, check_kernel
 from geo_gym.state import SECONDS_PER_HOUR
+from geo_gym.uncertainty import draws
 from geo_gym.uncertainty.failures import checkpoint_rollback, time_to_failure
 from geo_gym.uncertainty.handler import handle_failure
 from geo_gym.uncertainty.predictors import retrieval_estimate, store_append
@@ -58,7 +59,9 @@ PRED_STATIC, PRED_RETRIEVAL = 0, 1
 MIN_PRED_ITERS = 1e-6
 FALLBACK_USER, FALLBACK_STORE_MEAN = 0, 1
 
-FIELDS = state.NAMES
+# The core's fields: its own (geo_gym.state) and the uncertainty sources' drawn columns.
+_FIELDS = state.FIELDS + draws.FIELDS
+FIELDS = tuple(f.name for f in _FIELDS)
 
 
 @structref.register
@@ -108,7 +111,7 @@ def allocate(
     """Zeroed state for ``num_envs`` simulations of ``num_regions`` regions, ``max_jobs`` jobs,
     ``attempts`` pre-drawn failures per job and a retrieval store of ``store`` x ``dim``."""
     sizes = {"K": num_regions, "J": max_jobs, "A": attempts, "S": store, "D": dim, "P": max_jobs * attempts}
-    return _core({f.name: np.zeros(state.shape_of(f, num_envs, sizes), dtype=f.dtype) for f in state.FIELDS})
+    return _core({f.name: np.zeros(state.shape_of(f, num_envs, sizes), dtype=f.dtype) for f in _FIELDS})
 
 
 def _sizes(core: Core) -> dict[str, int]:
@@ -182,61 +185,37 @@ def _put(dst, src, empty):
                 dst[j, a] = src[j, a] if j < src.shape[0] and a < src.shape[1] else empty
 
 
-class JobColumns(NamedTuple):
-    """An episode's jobs as the core's per-job columns (length n, in submit order); each
-    field is the ``geo_gym.state`` field of the same name. ``loading`` computes them."""
-
-    submit_s: np.ndarray
-    work_s: np.ndarray
-    microbatches: np.ndarray
-    full_iters: np.ndarray
-    iters: np.ndarray
-    activation_gbit: np.ndarray
-    k_target: np.ndarray
-    b_target_gbps: np.ndarray
-    t_iter_1gpu_s: np.ndarray
-    t_iter_target_s: np.ndarray
-    min_gpus: np.ndarray
-    pred_iters: np.ndarray
+JobColumns = NamedTuple("JobColumns", [(f.name, np.ndarray) for f in state.LOADED])
+JobColumns.__doc__ = """An episode's jobs as the core's per-job columns (length n, in submit order),
+one per ``geo_gym.state.LOADED`` field of the same name; ``loading`` computes them."""
+_JOB_NAMES = tuple(JobColumns._fields)
+# The fills as one float64 array each (cast to each field's dtype when written): one argument
+# is cheaper to pass into compiled code than a tuple of Python numbers.
+_JOB_FILLS = np.array([float(f.fill) for f in state.LOADED])
+_DRAWN_FILLS = np.array([float(f.fill) for f in draws.FIELDS])
+_DRAWN_NAMES = draws.NAMES
 
 
-class DrawnColumns(NamedTuple):
-    """An episode's uncertainty draws as the core's columns (``geo_gym.state`` fields of the
-    same name; the per-attempt ones (n, attempts))."""
-
-    failure_draws: np.ndarray
-    repair_h: np.ndarray
-    handler_u: np.ndarray
-    tracker_sees: np.ndarray
-    tracker_frac_noise: np.ndarray
-    tracker_step_noise: np.ndarray
+def load_jobs(c, e, jobs: JobColumns, drawn: draws.DrawnColumns) -> None:
+    """Write env e's n jobs (``JobColumns``) and their drawn uncertainty
+    (``draws.DrawnColumns``), fill the rows beyond n with each field's ``fill``, and ``reset``.
+    One compiled call: ``loading.load`` computes the columns, this writes them. (The fills are
+    passed, not read as globals: numba's disk cache would keep a changed global's old value.)"""
+    _load_jobs(c, e, jobs, _JOB_FILLS, drawn, _DRAWN_FILLS)
 
 
 @_jit
-def load_jobs(c, e, jobs, drawn):
-    """Write env e's n jobs (``JobColumns``) and their drawn uncertainty (``DrawnColumns``),
-    clear the rows beyond n, and ``reset``. One compiled call: ``loading.load`` computes the
-    columns, this writes them."""
+def _load_jobs(c, e, jobs, job_fills, drawn, drawn_fills):
     n = jobs.submit_s.shape[0]
     c.n_jobs[e] = n
-    _put(c.submit_s[e], jobs.submit_s, 0.0)
-    _put(c.work_s[e], jobs.work_s, 0.0)
-    _put(c.microbatches[e], jobs.microbatches, 0)
-    _put(c.full_iters[e], jobs.full_iters, 0.0)
-    _put(c.iters[e], jobs.iters, 0.0)
-    _put(c.activation_gbit[e], jobs.activation_gbit, 0.0)
-    _put(c.k_target[e], jobs.k_target, 0)
-    _put(c.b_target_gbps[e], jobs.b_target_gbps, 0.0)
-    _put(c.t_iter_1gpu_s[e], jobs.t_iter_1gpu_s, 0.0)
-    _put(c.t_iter_target_s[e], jobs.t_iter_target_s, 0.0)
-    _put(c.min_gpus[e], jobs.min_gpus, 1)
-    _put(c.pred_iters[e], jobs.pred_iters, 0.0)
-    _put(c.tracker_sees[e], drawn.tracker_sees, False)
-    _put(c.tracker_frac_noise[e], drawn.tracker_frac_noise, 1.0)
-    _put(c.tracker_step_noise[e], drawn.tracker_step_noise, 1.0)
-    _put(c.failure_draws[e], drawn.failure_draws, np.inf)
-    _put(c.repair_h[e], drawn.repair_h, 0.0)
-    _put(c.handler_u[e], drawn.handler_u, 1.0)
+    i = 0
+    for name in literal_unroll(_JOB_NAMES):
+        _put(getattr(c, name)[e], getattr(jobs, name), job_fills[i])
+        i += 1
+    i = 0
+    for name in literal_unroll(_DRAWN_NAMES):
+        _put(getattr(c, name)[e], getattr(drawn, name), drawn_fills[i])
+        i += 1
     c.k_target_max[e] = max(1, jobs.k_target.max()) if n else 1
     reset(c, e)
 

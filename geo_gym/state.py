@@ -1,7 +1,8 @@
 """The simulator core's state, declared field by field: shape, type, unit and meaning.
 
-``geo_gym.sim.Core`` is built from this table, so a new per-job quantity is one line here
-plus the code that reads or writes it. Every array has a leading env axis (N simulations
+``geo_gym.sim.Core`` is built from this table and from the uncertainty sources' drawn
+columns, which are declared beside their draws (``geo_gym/uncertainty/draws.py``), so a new
+per-job quantity is one line here (or there) plus the code that reads or writes it. Every array has a leading env axis (N simulations
 stepped together); the shapes below follow it, with K regions, J jobs (in submit order),
 A pre-drawn failures per job, S retrieval-store rows, D metadata-vector dimensions and
 P = J x A repair slots (each failure starts at most one repair, and a job can fail again while
@@ -26,6 +27,9 @@ class Field(NamedTuple):
     shape: str  # after the env axis: letters of K, J, A, S, D, P; "" for a scalar per env
     dtype: type
     meaning: str
+    # A per-job column that loading writes (``sim.JobColumns``) has a ``fill``: the value of
+    # the rows beyond the episode's jobs. None: the core sets the field itself.
+    fill: object = None
 
 
 # Set when an episode is loaded (``sim.load_jobs``, ``sim.load_settings``), read-only after.
@@ -39,18 +43,18 @@ STATIC: tuple[Field, ...] = (
     Field("stage_overhead_s", "", np.float64, "per-stage, per-micro-batch overhead in t_comp"),
     # the jobs
     Field("n_jobs", "", np.int64, "jobs in this episode (rows beyond are unused)"),
-    Field("submit_s", "J", np.float64, "submit time"),
-    Field("work_s", "J", np.float64, "forward time of one micro-batch on one GPU: t_comp(L) = work_s / L + overhead"),
-    Field("microbatches", "J", np.int64, "M_j, micro-batches per iteration"),
-    Field("full_iters", "J", np.float64, "configured iterations I_j: what the user asked for"),
-    Field("iters", "J", np.float64, "iterations the job actually runs (its fate, hidden)"),
-    Field("activation_gbit", "J", np.float64, "A_j, activations between adjacent stages"),
-    Field("k_target", "J", np.int64, "GPUs the rules aim at: K* (Eq. 13) or the start rule's target"),
+    Field("submit_s", "J", np.float64, "submit time", 0.0),
+    Field("work_s", "J", np.float64, "forward time of one micro-batch on one GPU: t_comp(L) = work_s / L + overhead", 0.0),
+    Field("microbatches", "J", np.int64, "M_j, micro-batches per iteration", 0),
+    Field("full_iters", "J", np.float64, "configured iterations I_j: what the user asked for", 0.0),
+    Field("iters", "J", np.float64, "iterations the job actually runs (its fate, hidden)", 0.0),
+    Field("activation_gbit", "J", np.float64, "A_j, activations between adjacent stages", 0.0),
+    Field("k_target", "J", np.int64, "GPUs the rules aim at: K* (Eq. 13) or the start rule's target", 0),
     Field("k_target_max", "", np.int64, "largest k_target of the episode: sizes the t_comp table"),
-    Field("min_gpus", "J", np.int64, "fewest GPUs the job may start on (start rule, memory; geo_gym/start_rule.py)"),
-    Field("b_target_gbps", "J", np.float64, "b_j at k_target: Eq. (10)'s sensitivity input"),
-    Field("t_iter_1gpu_s", "J", np.float64, "t_iter on one GPU (Eq. 9's E_j(1) per iteration)"),
-    Field("t_iter_target_s", "J", np.float64, "t_iter on k_target GPUs in one region"),
+    Field("min_gpus", "J", np.int64, "fewest GPUs the job may start on (start rule, memory; geo_gym/start_rule.py)", 1),
+    Field("b_target_gbps", "J", np.float64, "b_j at k_target: Eq. (10)'s sensitivity input", 0.0),
+    Field("t_iter_1gpu_s", "J", np.float64, "t_iter on one GPU (Eq. 9's E_j(1) per iteration)", 0.0),
+    Field("t_iter_target_s", "J", np.float64, "t_iter on k_target GPUs in one region", 0.0),
     # predictors (geo_gym/uncertainty/predictors.py)
     Field("predictor_mode", "", np.int64, "sim.PRED_STATIC or sim.PRED_RETRIEVAL"),
     Field("retrieval_k", "", np.int64, "similar finished jobs a retrieval prediction averages"),
@@ -67,13 +71,6 @@ STATIC: tuple[Field, ...] = (
     Field("handler_fpr", "", np.float64, "the handler's false-positive rate"),
     Field("diagnosis_h", "", np.float64, "delay before a recognised failure's restart"),
     Field("manual_h", "", np.float64, "delay before an unrecognised failure's restart"),
-    Field("failure_draws", "JA", np.float64, "unit exponentials: attempt a fails after failure_draws / (rate x GPUs) hours"),
-    Field("repair_h", "JA", np.float64, "repair time after each attempt's failure"),
-    Field("handler_u", "JA", np.float64, "uniforms deciding the handler's verdict per failure"),
-    # Metric Tracker (geo_gym/uncertainty/tracker.py)
-    Field("tracker_sees", "J", np.bool_, "the tracker sees this job's progress"),
-    Field("tracker_frac_noise", "J", np.float64, "log-normal factor on the progress fraction it sees"),
-    Field("tracker_step_noise", "J", np.float64, "log-normal factor on the step time it sees"),
 )
 
 # Changed by the simulation.
@@ -99,7 +96,7 @@ DYNAMIC: tuple[Field, ...] = (
     Field("n_repairs", "", np.int64, "repairs in progress"),
     Field("n_done", "", np.int64, "jobs that have ended"),
     # what schedulers are told
-    Field("pred_iters", "J", np.float64, "predicted iterations (never the truth unless oracle)"),
+    Field("pred_iters", "J", np.float64, "predicted iterations (never the truth unless oracle)", 0.0),
     Field("pred_hit", "J", np.bool_, "the prediction came from similar finished jobs"),
     # progress and attempts
     Field("done_iters", "J", np.float64, "checkpointed progress"),
@@ -131,6 +128,8 @@ DYNAMIC: tuple[Field, ...] = (
 
 FIELDS: tuple[Field, ...] = STATIC + DYNAMIC
 NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
+# The per-job columns loading computes and ``sim.load_jobs`` writes (``sim.JobColumns``).
+LOADED: tuple[Field, ...] = tuple(f for f in FIELDS if f.fill is not None)
 
 
 def shape_of(field: Field, num_envs: int, sizes: dict[str, int]) -> tuple[int, ...]:

@@ -109,7 +109,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
     the envs on numba's threads, ``NUMBA_NUM_THREADS`` / ``numba.set_num_threads``: same
     results, more throughput on a multi-core machine; episode resets stay in Python, serial),
     ``autoreset_mode`` (module docstring), ``max_episode_steps`` (None: no step limit; what
-    ``gym.make_vec`` passes for it), ``render_mode`` (None: nothing renders yet) and
+    ``gym.make_vec`` passes for it), ``render_mode`` (None: the native env does not render) and
     ``job_records`` (False here: the per-job records of a finished episode cost about as much
     Python as drawing the next episode; True gives them, as ``GeoPipeEnv`` does by default)."""
 
@@ -146,7 +146,11 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         ):
             raise ValueError(f"max_episode_steps must be an integer >= 1 or None, got {max_episode_steps!r}")
         if render_mode is not None:
-            raise ValueError(f"GeoPipeVectorEnv renders nothing: render_mode must be None, got {render_mode!r}")
+            raise ValueError(
+                f"GeoPipeVectorEnv does not render: render_mode must be None, got {render_mode!r} (for "
+                "pictures: gym.make_vec(..., vectorization_mode='sync', render_mode=...) renders each "
+                "GeoPipeEnv, and geo_gym.plot_schedule draws a simulate result)"
+            )
         self.autoreset_mode = autoreset_mode_of(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode
@@ -154,7 +158,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         # The single env validates the arguments and fixes the spaces.
         self._template = GeoPipeEnv(
             scenario, scenario_kwargs, window, cost_weight, max_jobs, uncertainty, warmup_workloads,
-            warmup_scenario, start_rule, max_idle_steps, job_records,
+            warmup_scenario, start_rule, max_idle_steps, job_records=job_records,
         )
         self.job_records = self._template.job_records
         self.num_envs = int(num_envs)

@@ -3,9 +3,10 @@
     python scripts/benchmark.py --out docs/results            # full run (default --out: out/benchmark)
     python scripts/benchmark.py --out /tmp/bench --quick      # smoke run (tests)
 
-Experiments (each over --seeds workload draws of `paper-default`, datasets drawn per seed):
+Experiments (each over --seeds workload draws of --scenario, default `paper-default`, datasets
+drawn per seed; `--scenario geo-wan` runs them with measured WAN links, docs/geo_wan.md):
   main       Fig. 4: BACE-Pipe vs LDF, LCF, CR-LCF, CR-LDF
-  bandwidth  Fig. 5: inter-region bandwidth x0.3 / x0.9 / x1.5
+  bandwidth  Fig. 5: inter-region bandwidth x0.3 / x0.9 / x1.5 (other scales: --bandwidth-scales)
   capacity   Fig. 6: GPU capacity x0.5 / x0.75 / x1.25
   jobs       Fig. 7: 8 / 12 / 16 / 20 / 24 jobs
   ablation   Fig. 8: BACE-Pipe vs w/o Priority, w/o Pathfinder, w/o Cost-Min
@@ -42,8 +43,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import baselines  # noqa: E402
+from baselines import paper  # noqa: E402
 from geo_gym import cli  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
+from geo_gym.scenarios import scenario_knobs, scenario_names  # noqa: E402
+
+SWEPT = {"bandwidth_scale", "capacity_scale", "num_jobs"}  # the knobs of Figs. 5-7
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--out", type=Path, default=Path("out/benchmark"),
@@ -51,24 +56,23 @@ parser.add_argument("--out", type=Path, default=Path("out/benchmark"),
 parser.add_argument("--seeds", type=cli.positive_int, default=20, help="workload draws per setting")
 parser.add_argument("--quick", action="store_true", help="2 seeds, fewer settings: a smoke run")
 parser.add_argument("--uncertainty", action="store_true", help="run the SchedMate experiment")
+parser.add_argument("--scenario", default="paper-default",
+                    choices=[n for n in scenario_names() if SWEPT <= set(scenario_knobs(n))],
+                    help="the workload and cluster of the paper's experiments "
+                         "(the SchedMate experiment always runs on recurring)")
 parser.add_argument("--start-rule", type=cli.start_rule, default="memory",
                     help="how few GPUs a job may start on: memory | any | fraction:X | kstar")
+parser.add_argument("--bandwidth-scales", type=cli.finite_positive, nargs="+", default=[0.3, 0.9, 1.5],
+                    help="the bandwidth experiment's scales of every link (Fig. 5: 0.3 0.9 1.5)")
 parser.add_argument("--start-rules", action="store_true",
                     help="run the main comparison and the ablations under each start rule")
 args = parser.parse_args()
 if args.uncertainty and args.start_rules:
     parser.error("--uncertainty and --start-rules are two different experiments: give one")
+if args.uncertainty and args.scenario != "paper-default":
+    parser.error("--scenario: the SchedMate experiment (--uncertainty) runs on recurring only")
 
-START_RULES = ["memory", "any", "fraction:0.5", "kstar"]
-MAIN = ["bace_pipe", "ldf", "lcf", "cr_lcf", "cr_ldf"]
-ABLATION = ["bace_pipe", "bace_pipe_no_priority", "bace_pipe_no_pathfinder", "bace_pipe_no_costmin"]
-EXPERIMENTS = {  # name: (knob, values, policies)
-    "main": (None, [None], MAIN),
-    "bandwidth": ("bandwidth_scale", [0.3, 0.9, 1.5], MAIN),
-    "capacity": ("capacity_scale", [0.5, 0.75, 1.25], MAIN),
-    "jobs": ("num_jobs", [8, 12, 16, 20, 24], MAIN),
-    "ablation": (None, [None], ABLATION),
-}
+EXPERIMENTS = paper.experiments(args.bandwidth_scales)  # name: (knob, values, policies)
 if args.quick:
     args.seeds = 2
     EXPERIMENTS = {name: (k, v[:2], p) for name, (k, v, p) in EXPERIMENTS.items()}
@@ -79,45 +83,7 @@ def wrote(*names: str) -> None:
 
 
 def run_experiment(name: str, knob, values, policies, start_rule: str = args.start_rule) -> pd.DataFrame:
-    rows = []
-    jobs = [(v, s, p) for v in values for s in range(args.seeds) for p in policies]
-    for value, seed, pol in cli.progress(jobs, desc=name, leave=False):
-        kwargs = {} if knob is None else {knob: value}
-        res = simulate(
-            "paper-default", baselines.make(pol), seed=seed, scenario_kwargs=kwargs,
-            env_kwargs={"start_rule": start_rule},
-        )
-        rows.append(
-            {
-                "experiment": name,
-                "start_rule": start_rule,
-                "setting": "default" if knob is None else f"{knob}={value}",
-                "value": value,
-                "seed": seed,
-                "policy": pol,
-                **{k: res.summary[k] for k in ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h")},
-            }
-        )
-    df = pd.DataFrame(rows)
-    ref = df[df.policy == "bace_pipe"].set_index(["setting", "seed"])
-    key = pd.MultiIndex.from_frame(df[["setting", "seed"]])
-    df["jct_vs_bace_pipe"] = df["avg_jct_h"].to_numpy() / ref.loc[key, "avg_jct_h"].to_numpy()
-    df["cost_vs_bace_pipe"] = df["total_cost"].to_numpy() / ref.loc[key, "total_cost"].to_numpy()
-    return df
-
-
-def summarise(df: pd.DataFrame) -> pd.DataFrame:
-    g = df.groupby(["experiment", "setting", "policy"], sort=False)
-    out = g.agg(
-        jct_vs_bace_pipe=("jct_vs_bace_pipe", "mean"),
-        jct_vs_bace_pipe_std=("jct_vs_bace_pipe", "std"),
-        cost_vs_bace_pipe=("cost_vs_bace_pipe", "mean"),
-        cost_vs_bace_pipe_std=("cost_vs_bace_pipe", "std"),
-        avg_jct_h=("avg_jct_h", "mean"),
-        total_cost=("total_cost", "mean"),
-        seeds=("seed", "count"),
-    )
-    return out.reset_index()
+    return paper.run_experiment(args.scenario, name, knob, values, policies, args.seeds, start_rule)
 
 
 def plot(name: str, summary: pd.DataFrame, knob, path: Path) -> None:
@@ -136,7 +102,7 @@ def plot(name: str, summary: pd.DataFrame, knob, path: Path) -> None:
         ax.set_ylabel(f"Normalized {label}")
     if knob is not None:
         axes[0].legend(fontsize=7)
-    fig.suptitle(f"{name} (normalised to BACE-Pipe, mean +- std over seeds)", fontsize=9)
+    fig.suptitle(f"{args.scenario}: {name} (normalised to BACE-Pipe, mean +- std over seeds)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
@@ -218,13 +184,13 @@ def run_uncertainty() -> None:
 
 
 def run_start_rules() -> None:
-    """Fig. 4's policies and the ablations on paper-default under each start rule: the rule
+    """Fig. 4's policies and the ablations on --scenario under each start rule: the rule
     decides who wins (docs/results.md, "Start rules")."""
-    policies = MAIN + ABLATION[1:]
-    df = pd.concat([run_experiment("start_rules", None, [None], policies, rule) for rule in START_RULES])
+    policies = list(paper.MAIN + paper.ABLATION[1:])
+    df = pd.concat([run_experiment("start_rules", None, [None], policies, rule) for rule in paper.START_RULES])
     df["setting"] = df["start_rule"]
     df.to_csv(args.out / "start_rules.csv", index=False)
-    summary = summarise(df).rename(columns={"setting": "start_rule"}).drop(columns="experiment")
+    summary = paper.summarise(df).rename(columns={"setting": "start_rule"}).drop(columns="experiment")
     summary.to_csv(args.out / "start_rules_summary.csv", index=False)
     (args.out / "start_rules_summary.md").write_text(summary.round(3).to_markdown(index=False) + "\n")
     print(summary.round(3).to_string(index=False))
@@ -243,7 +209,7 @@ def main() -> None:
     for name, (knob, values, policies) in cli.progress(EXPERIMENTS.items(), desc="experiments", unit="experiments"):
         df = run_experiment(name, knob, values, policies)
         df.to_csv(args.out / f"{name}.csv", index=False)
-        summ = summarise(df)
+        summ = paper.summarise(df)
         summaries.append(summ)
         plot(name, summ, knob, args.out / f"{name}.png")
     summary = pd.concat(summaries, ignore_index=True)

@@ -21,8 +21,19 @@ order: avg / p50 / p99 JCT, avg queueing, makespan, total cost, failures, each a
 |ln(predicted / executed iterations)| of what the scheduler was told about each job.
 <out>/runs.csv has a row per policy and replicate, and, for traces, <out>/workloads.csv the jobs,
 load and capacity of every replicate. --plot adds <out>/jct_cdf.png (the JCT CDF of each policy,
-every replicate's jobs pooled: one plot for the workload set evaluated) and <out>/cost.png. The
-script ends by listing every file it wrote.
+every replicate's jobs pooled: one plot for the workload set evaluated), <out>/cost.png and, per
+policy, <out>/schedule_<policy>.png: its schedule on the first replicate (seed or window), drawn
+by geo_gym.plot_schedule (one lane per region with every job's attempts over the GPUs they held,
+colour by model, failures marked; the queue and link use over time). The script ends by listing
+every file it wrote.
+
+With a checkpoint among the policies, the evaluation follows the protocol of agents/protocol.py:
+every queue order x placement rule of the agent's action space runs on --validation-seeds other
+replicates (scenario seeds from --first-seed + 1e6; for a trace, the windows just before the
+evaluated ones), the best of them in the objective the agents are trained on (N x avg JCT +
+--cost-weight x cost) joins the table as "best fixed (<order>+<rule>)", and <out>/protocol.csv
+gives each agent / best fixed in that objective, replicate by replicate, with a bootstrap 95%
+interval, and its JCT and cost ratios.
 
 A checkpoint whose run folder has a settings.json (scripts/train_ppo.py) is checked against
 this evaluation: a one-line warning (stderr) names each of --scenario, --scenario-kwargs,
@@ -68,6 +79,7 @@ import pandas as pd
 
 import baselines
 from agents.evaluation import KEY_COLUMNS, METRICS, REFERENCE, add_ratios, rank, ratio_name
+from agents.protocol import order_rule_policies, paired_ratio, with_objective
 from geo_gym import cli
 from geo_gym.runner import simulate
 from geo_gym.scenarios import scenario_factory
@@ -113,7 +125,13 @@ parser.add_argument("--start-rule", type=cli.start_rule, default=None,
 parser.add_argument("--seeds", type=cli.positive_int, default=None, help="replicates: 10 for a scenario, 4 for a trace")
 parser.add_argument("--first-seed", type=cli.non_negative_int, default=2_000_000, help="training never uses seeds >= 1e6")
 parser.add_argument("--out", type=Path, default=Path("out/eval"))
-parser.add_argument("--plot", action="store_true", help="also write jct_cdf.png and cost.png")
+parser.add_argument("--validation-seeds", type=cli.non_negative_int, default=10,
+                    help="with a checkpoint among --policies: replicates on which the best queue order x "
+                         "placement rule is chosen (scenario seeds from --first-seed + 1e6; for a trace, "
+                         "the windows just before the evaluated ones); 0: no best-fixed row")
+parser.add_argument("--plot", action="store_true",
+                    help="also write jct_cdf.png, cost.png and schedule_<policy>.png (each policy's "
+                         "schedule on the first replicate)")
 trace = parser.add_argument_group("traces (docs/traces.md)")
 trace.add_argument("--trace", choices=["philly", "acme"], help="evaluate on a trace instead of --scenario")
 trace.add_argument("--trace-file", type=Path, help="default: the committed synthetic sample of --trace")
@@ -415,13 +433,102 @@ def plot(table: pd.DataFrame, jcts: dict, out: Path, title: str) -> list[Path]:
     return [cdf, cost]
 
 
-def short_label(args, replicates: int) -> str:
-    """A plot title that fits: the workload and the replicate count."""
+def plot_schedules(results: dict, out: Path, title: str) -> list[Path]:
+    """<out>/schedule_<policy>.png per policy (``geo_gym.plot_schedule``); returns the files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from geo_gym import plot_schedule
+
+    written = []
+    for name, res in results.items():
+        path = out / f"schedule_{re.sub(r'[^A-Za-z0-9_.-]+', '_', name).strip('_')}.png"
+        plt.close(plot_schedule(res, path, title=f"{name}, {title}"))
+        written.append(path)
+    return written
+
+
+def short_label(args, replicates: int, first: bool = False) -> str:
+    """A plot title that fits: the workload and the replicate count (``first``: the first
+    replicate alone)."""
     if args.trace:
         name = Path(args.trace_file).name if args.trace_file else "SYNTHETIC sample"
+        if first:
+            return f"{args.trace} trace ({name}), window of {days(args.window_days)} d from day {days(args.window_start_days)}"
         return f"{args.trace} trace ({name}), {replicates} window(s) of {days(args.window_days)} d"
     kwargs = f" {json.dumps(args.scenario_kwargs)}" if args.scenario_kwargs else ""
-    return f"{args.scenario}{kwargs}, {replicates} seed(s)"
+    return f"{args.scenario}{kwargs}, " + (f"seed {args.first_seed}" if first else f"{replicates} seed(s)")
+
+
+def run_policies(policies: dict, workloads: list, env_kwargs: dict, kwargs: dict, record_first: bool = False):
+    """Every policy on every workload: (rows, pooled JCTs, wall time and, with
+    ``record_first``, the recorded result of the first workload, each per policy)."""
+    rows, jcts, wall, schedules = [], {}, {}, {}
+    tasks = [(p, w) for p in policies.items() for w in workloads]
+    for (name, pol), workload in cli.progress(tasks, desc="evaluate"):
+        seed, scenario, past = workload
+        record = record_first and workload is workloads[0]  # the schedule of the first replicate
+        t = time.perf_counter()
+        if past is not None:
+            res = simulate_warm(scenario, past, pol, seed=seed, env_kwargs=env_kwargs, record=record)
+        else:
+            res = simulate(scenario, pol, seed=seed, env_kwargs=env_kwargs, record=record, **kwargs)
+        if record:
+            schedules[name] = res
+        wall[name] = wall.get(name, 0.0) + time.perf_counter() - t
+        ran = res.jobs["iters"].to_numpy()
+        rows.append({"policy": name, "seed": seed, "jobs": res.summary["num_jobs"],
+                     **{m: res.summary[m] for m in METRICS}, "gpus_per_job": res.jobs["gpus"].mean(),
+                     # how far what the scheduler was told is from what the job ran (log ratio)
+                     "pred_log_err": float(np.abs(np.log(res.jobs["predicted_iters"].to_numpy() / ran)).mean())})
+        jcts.setdefault(name, []).extend(res.jobs["jct_h"].tolist())
+    return rows, jcts, wall, schedules
+
+
+def best_fixed(args, env_kwargs: dict, kwargs: dict) -> str | None:
+    """The queue order x placement rule (agents/protocol.py) with the lowest mean objective
+    (N x avg JCT + cost weight x cost, what the agents are trained on) on the validation
+    replicates, which never overlap the evaluated ones; None, with a note, where a trace has
+    no room for them before the first evaluated window."""
+    n = args.validation_seeds
+    if args.trace:
+        stride = args.window_stride_days if args.window_stride_days is not None else args.window_days
+        start = args.window_start_days - n * stride
+        if args.window_days <= 0 or start < 0:
+            print(f"note: no best-fixed row: the {n} validation windows would start before the trace "
+                  f"(day {start:g}); evaluate later windows or pass --validation-seeds 0")
+            return None
+        val = argparse.Namespace(**{**vars(args), "window_start_days": start, "seeds": n})
+        workloads, _, _ = trace_workloads(val, has_agent=True)
+    else:
+        first = args.first_seed + 1_000_000
+        workloads = [(s, args.scenario, None) for s in range(first, first + n)]
+    rows, _, _, _ = run_policies(order_rule_policies(), workloads, env_kwargs, kwargs)
+    runs = with_objective(pd.DataFrame(rows).rename(columns={"jobs": "num_jobs"}), args.cost_weight)
+    means = runs.groupby("policy", sort=False)["objective"].mean()
+    print(f"best fixed on {n} validation replicate(s): {means.idxmin()} (objective {means.min():.4g})")
+    return str(means.idxmin())
+
+
+def write_protocol(runs: pd.DataFrame, agents: list[str], best: str, args) -> Path:
+    """Each agent against the best fixed policy on the evaluated replicates, seed by seed, in
+    the objective it is trained on: the ratio of the means and its bootstrap 95% interval,
+    JCT and cost beside it (<out>/protocol.csv)."""
+    runs = with_objective(runs.rename(columns={"jobs": "num_jobs"}), args.cost_weight)
+    per = runs.pivot(index="seed", columns="policy", values=["objective", "avg_jct_h", "total_cost"])
+    out = []
+    for agent in agents:
+        r = paired_ratio(per["objective"][agent].to_numpy(), per["objective"][best].to_numpy())
+        out.append({"agent": agent, "best_fixed": best, "objective_ratio": r["ratio"], "ci_low": r["ci_low"],
+                    "ci_high": r["ci_high"], "jct_ratio": per["avg_jct_h"][agent].mean() / per["avg_jct_h"][best].mean(),
+                    "cost_ratio": per["total_cost"][agent].mean() / per["total_cost"][best].mean(), "replicates": r["seeds"]})
+        print(f"{agent} / {best}: objective {r['ratio']:.3f} (95% CI {r['ci_low']:.3f}-{r['ci_high']:.3f}), "
+              f"avg JCT {out[-1]['jct_ratio']:.3f}x, cost {out[-1]['cost_ratio']:.3f}x")
+    path = args.out / "protocol.csv"
+    pd.DataFrame(out).to_csv(path, index=False)
+    return path
 
 
 def main(args) -> None:
@@ -476,21 +583,13 @@ def main(args) -> None:
         except (TypeError, ValueError, KeyError) as err:
             fail(f"--scenario {args.scenario} --scenario-kwargs {json.dumps(args.scenario_kwargs)}: {in_flags(err)}")
     check_agents_fit(policies, first.cluster.num_regions, args.window)
-    rows, jcts, wall = [], {}, {}
-    tasks = [(p, w) for p in policies.items() for w in workloads]
-    for (name, pol), (seed, scenario, past) in cli.progress(tasks, desc="evaluate"):
-        t = time.perf_counter()
-        if past is not None:
-            res = simulate_warm(scenario, past, pol, seed=seed, env_kwargs=env_kwargs)
-        else:
-            res = simulate(scenario, pol, seed=seed, env_kwargs=env_kwargs, **kwargs)
-        wall[name] = wall.get(name, 0.0) + time.perf_counter() - t
-        ran = res.jobs["iters"].to_numpy()
-        rows.append({"policy": name, "seed": seed, "jobs": res.summary["num_jobs"],
-                     **{m: res.summary[m] for m in METRICS}, "gpus_per_job": res.jobs["gpus"].mean(),
-                     # how far what the scheduler was told is from what the job ran (log ratio)
-                     "pred_log_err": float(np.abs(np.log(res.jobs["predicted_iters"].to_numpy() / ran)).mean())})
-        jcts.setdefault(name, []).extend(res.jobs["jct_h"].tolist())
+    agents = [name for name in policies if name.startswith("agent (")]
+    best = None
+    if agents and args.validation_seeds:
+        best = best_fixed(args, env_kwargs, kwargs)
+        if best is not None:
+            policies[f"best fixed ({best})"] = order_rule_policies()[best]
+    rows, jcts, wall, schedules = run_policies(policies, workloads, env_kwargs, kwargs, args.plot)
     runs = normalise(pd.DataFrame(rows))
     runs.insert(0, "workload", label)
     runs.to_csv(args.out / "runs.csv", index=False)
@@ -504,8 +603,11 @@ def main(args) -> None:
           f"every metric: {args.out / 'table.csv'}")
     print(table[list(KEY_COLUMNS)].round(3).to_markdown())
     print("wall time per policy (s, all replicates): " + ", ".join(f"{k} {v:.1f}" for k, v in wall.items()))
+    if best is not None:
+        written.append(write_protocol(runs, agents, f"best fixed ({best})", args))
     if args.plot:
         written += plot(table, jcts, args.out, short_label(args, len(workloads)))
+        written += plot_schedules(schedules, args.out, short_label(args, 1, first=True))
     print(f"wrote {len(written)} files to {args.out}/: {', '.join(p.name for p in written)}")
 
 

@@ -1,7 +1,8 @@
 """scripts/evaluate.py as a user runs it (subprocesses, tiny budgets): bad input is one line
 naming the flag (exit 2, no traceback), an empty trace window names its days and the first day
 with a job, one table format (key columns in the terminal, ranked by mean avg_jct_h), a warning
-when a checkpoint is evaluated on other settings than its training's, --plot lists its files."""
+when a checkpoint is evaluated on other settings than its training's, --plot lists its files
+(one schedule picture per policy among them)."""
 
 from __future__ import annotations
 
@@ -163,7 +164,8 @@ def test_a_checkpoint_on_other_settings_than_its_training_is_warned(tmp_path):
         if settings is not None:
             (tmp_path / "runs" / name / "settings.json").write_text(json.dumps(settings))
     out = evaluate(tmp_path, "--policies", "lcf", *(f"runs/{n}/last.zip" for n in runs),
-                   "--scenario", "paper-fig1", "--window", "2", "--seeds", "1", "--cost-weight", "0.1")
+                   "--scenario", "paper-fig1", "--window", "2", "--seeds", "1", "--cost-weight", "0.1",
+                   "--validation-seeds", "0")
     assert out.returncode == 0, out.stderr[-3000:]
     warnings = [line for line in out.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1, out.stderr[-3000:]
@@ -176,13 +178,34 @@ def test_a_checkpoint_on_other_settings_than_its_training_is_warned(tmp_path):
     assert {f"agent (runs/{n}/last.zip)" for n in runs} | {"lcf", "bace_pipe"} == set(shown)
 
 
+def test_an_agent_is_compared_with_the_best_fixed_policy_chosen_on_other_seeds(tmp_path):
+    from agents.training import make_model, make_vec_env
+
+    env = make_vec_env(1, "paper-fig1", seed=0, window=2)
+    make_model("maskable-ppo", env, seed=0, tensorboard_log=None, n_steps=32, batch_size=32).save(str(tmp_path / "a.zip"))
+    out = evaluate(tmp_path, "--policies", "a.zip", "--scenario", "paper-fig1", "--window", "2", "--seeds", "3",
+                   "--validation-seeds", "2", "--first-seed", "5")
+    assert out.returncode == 0, out.stderr[-3000:]
+    best = re.search(r"best fixed on 2 validation replicate\(s\): (\S+)", out.stdout).group(1)
+    runs = pd.read_csv(tmp_path / "out" / "runs.csv")
+    assert sorted(runs.seed.unique()) == [5, 6, 7]  # the validation seeds are others
+    assert set(runs.policy) == {"agent (a.zip)", "bace_pipe", f"best fixed ({best})"}
+    protocol = pd.read_csv(tmp_path / "out" / "protocol.csv").iloc[0]
+    assert protocol.best_fixed == f"best fixed ({best})" and protocol.replicates == 3
+    agent, fixed = (runs[runs.policy == p].set_index("seed") for p in ("agent (a.zip)", f"best fixed ({best})"))
+    objective = lambda r: r.jobs * r.avg_jct_h + 0.1 * r.total_cost  # noqa: E731 (the trained objective)
+    assert protocol.objective_ratio == pytest.approx(objective(agent).mean() / objective(fixed).mean())
+    assert protocol.ci_low <= protocol.objective_ratio <= protocol.ci_high
+
+
 def test_plot_writes_the_files_it_lists(tmp_path):
     out = evaluate(tmp_path, "--trace", "acme", "--policies", "lcf", "sjf", "--seeds", "1",
                    "--window-days", "0.05", "--plot")
     assert out.returncode == 0, out.stderr[-3000:]
     folder, names = wrote(out.stdout)
     assert folder == tmp_path / "out"
-    assert {"jct_cdf.png", "cost.png", "table.csv", "runs.csv", "workloads.csv"} == set(names)
+    assert {"jct_cdf.png", "cost.png", "table.csv", "runs.csv", "workloads.csv",
+            "schedule_lcf.png", "schedule_sjf.png", "schedule_bace_pipe.png"} == set(names)
     assert sorted(p.name for p in folder.iterdir()) == sorted(names)
     for name in names:
         assert (folder / name).stat().st_size > 0

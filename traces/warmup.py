@@ -18,10 +18,10 @@ from geo_gym.scenarios import Scenario
 
 
 def simulate_warm(scenario: Scenario, past: Scenario | None, policy, seed: int = 0,
-                  window: int | None = None, env_kwargs: dict | None = None) -> SimResult:
-    """``geo_gym.simulate(scenario, policy, seed, window, env_kwargs=...)`` with the retrieval
-    history pre-filled by ``past``'s jobs (None: no warm-up, exactly ``geo_gym.simulate``)."""
+                  window: int | None = None, env_kwargs: dict | None = None, record: bool = False) -> SimResult:
+    """``geo_gym.simulate(scenario, policy, seed, window, env_kwargs=..., record=...)`` with the
+    retrieval history pre-filled by ``past``'s jobs (None: no warm-up, exactly ``geo_gym.simulate``)."""
     env_kwargs = dict(env_kwargs or {})
     if past is not None:
         env_kwargs["warmup_scenario"] = past
-    return simulate(scenario, policy, seed=seed, window=window, env_kwargs=env_kwargs)
+    return simulate(scenario, policy, seed=seed, window=window, env_kwargs=env_kwargs, record=record)

@@ -22,6 +22,7 @@ Unknown readings are NaN, with ``known`` False: the env encodes them explicitly.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numba
 import numpy as np
@@ -37,8 +38,10 @@ def rmsre_of_sigma(sigma: float) -> float:
     return math.sqrt(math.exp(2 * sigma * sigma) - 2 * math.exp(sigma * sigma / 2) + 1)
 
 
+@lru_cache(maxsize=64)
 def sigma_for_rmsre(rmsre: float) -> float:
-    """The log-normal sigma whose RMSRE is ``rmsre`` (bisection; rmsre_of_sigma increases)."""
+    """The log-normal sigma whose RMSRE is ``rmsre`` (bisection; rmsre_of_sigma increases).
+    Cached: every loaded episode asks for it."""
     if not rmsre >= 0:
         raise ValueError(f"rmsre must be >= 0, got {rmsre!r}")
     if rmsre == 0:
