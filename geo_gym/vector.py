@@ -89,19 +89,20 @@ def _reset_mask(options: dict | None, num_envs: int) -> np.ndarray | None:
 
 
 def _add(infos: dict, values: dict[str, np.ndarray], mask: np.ndarray | None) -> None:
-    """Put batched ``values`` into ``infos`` with their ``_key`` masks: where ``mask`` is False
-    the value is zero (None for objects), as in gymnasium's ``VectorEnv._add_info``; mask None:
-    every env has them."""
-    n = len(next(iter(values.values())))
-    for key, value in values.items():
-        if mask is None:
+    """Put batched ``values`` (copied) into ``infos`` with their ``_key`` masks: where ``mask``
+    is False the value is zero (None for objects), as in gymnasium's ``VectorEnv._add_info``;
+    mask None: every env has them."""
+    if mask is None:
+        every = np.ones(len(next(iter(values.values()))), np.bool_)
+        for key, value in values.items():
             infos[key] = value.copy()
-            infos[f"_{key}"] = np.ones(n, np.bool_)
-        else:
-            where = mask.reshape(mask.shape + (1,) * (value.ndim - 1))
-            blank = np.full_like(value, None) if value.dtype == object else np.zeros_like(value)
-            infos[key] = np.where(where, value, blank)
-            infos[f"_{key}"] = mask.copy()
+            infos[f"_{key}"] = every.copy()
+        return
+    for key, value in values.items():
+        where = mask.reshape(mask.shape + (1,) * (value.ndim - 1))
+        blank = np.full_like(value, None) if value.dtype == object else np.zeros_like(value)
+        infos[key] = np.where(where, value, blank)
+        infos[f"_{key}"] = mask.copy()
 
 
 class GeoPipeVectorEnv(gym.vector.VectorEnv):
@@ -188,6 +189,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self._idle_steps = np.zeros(self.num_envs, np.int64)
         self._episode_steps = np.zeros(self.num_envs, np.int64)
         self._ended = np.zeros(self.num_envs, np.bool_)  # episode ended, env not reset yet
+        self._any_ended = False
+        self._every = np.ones(self.num_envs, np.bool_)  # every env steps (never handed out)
         self._scale = np.ones(self.num_envs)
         self._rngs: list[np.random.Generator] = [seeding.np_random(None)[0] for _ in range(num_envs)]
         self.jobs: list[list] = [[] for _ in range(num_envs)]
@@ -204,6 +207,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self._idle_steps[e] = 0
         self._episode_steps[e] = 0
         self._ended[e] = False
+        self._any_ended = bool(self._ended.any())
 
     def _check_deadlock(self, e: int) -> None:
         if self.opts.deadlock[e]:
@@ -261,8 +265,9 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         if self.scenarios[0] is None:
             raise RuntimeError("call reset() before step()")
         actions = _actions(actions, self.num_envs, self.single_action_space.n)
-        resetting = self._ended.copy()  # NEXT_STEP: these envs reset instead of stepping
-        if resetting.any():
+        resetting = None  # NEXT_STEP: the envs whose episode ended at the last step reset now
+        if self._any_ended:
+            resetting = self._ended.copy()
             if self.autoreset_mode == AutoresetMode.DISABLED:
                 raise RuntimeError(
                     f"envs {np.flatnonzero(resetting).tolist()} ended their episode and autoreset_mode "
@@ -270,7 +275,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
                 )
             for e in np.flatnonzero(resetting):
                 self._load(int(e))
-        stepping = ~resetting
+        stepping = self._every if resetting is None else ~resetting
         could_wait = self.opts.wait_ok.copy()
         self._step_batch(
             self.core,
@@ -287,22 +292,24 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             self._obs,
             self._masks,
         )
-        for e in np.flatnonzero(self.opts.deadlock):
-            self._check_deadlock(int(e))
+        if self.opts.deadlock.any():
+            for e in np.flatnonzero(self.opts.deadlock):
+                self._check_deadlock(int(e))
         terminated = self._terminated.copy()
         # GeoPipeEnv's truncation: max_idle_steps steps in a row that changed nothing
         idle = self._invalid & ~could_wait
         self._idle_steps = np.where(idle, self._idle_steps + 1, 0)
         idle_truncated = ~terminated & (self._idle_steps >= self.max_idle_steps)
-        truncated = idle_truncated.copy()
-        self._episode_steps += stepping
+        truncated = idle_truncated
         if self.max_episode_steps is not None:  # gymnasium's TimeLimit: truncated even if terminated
-            truncated |= self._episode_steps >= self.max_episode_steps
+            self._episode_steps += stepping
+            truncated = idle_truncated | (self._episode_steps >= self.max_episode_steps)
         ended = terminated | truncated
+        any_ended = bool(ended.any())
         step_info = {"invalid_action": self._invalid, "reward_jct": self._reward_jct, "reward_cost": self._reward_cost}
         infos: dict[str, Any] = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            if ended.any():
+            if any_ended:
                 # the finished episodes' last observation and info, then their new episodes
                 final_info: dict[str, Any] = {}
                 _add(final_info, {**self._state_info(), **step_info}, ended)
@@ -313,13 +320,20 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
                     self._load(int(e))
                 infos.update(final_obs=final_obs, _final_obs=ended.copy(), final_info=final_info,
                              _final_info=ended.copy())
-            _add(infos, step_info, ~ended if ended.any() else None)
+                _add(infos, step_info, ~ended)  # the finished episodes' are in final_info
+                _add(infos, self._state_info(), None)
+            else:
+                _add(infos, {**step_info, **self._state_info()}, None)
         else:
-            _add(infos, step_info, stepping if resetting.any() else None)
-            if ended.any():
+            if resetting is None:
+                _add(infos, {**step_info, **self._state_info()}, None)
+            else:  # the envs that reset instead of stepping have no step keys
+                _add(infos, step_info, stepping)
+                _add(infos, self._state_info(), None)
+            if any_ended:
                 infos.update(self._end_info(terminated | idle_truncated, idle_truncated))
             self._ended = ended
-        _add(infos, self._state_info(), None)
+            self._any_ended = any_ended
         return self._obs.copy(), self._rewards.copy(), terminated, truncated, infos
 
     def action_masks(self) -> np.ndarray:
