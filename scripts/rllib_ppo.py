@@ -8,12 +8,15 @@ imports ``geo_gym`` in the runner's process, so nothing is registered beforehand
 ``ActionMaskingTorchRLModule`` reads. Ray opens network ports for its processes: the command
 above keeps the whole Ray instance in a loopback-only network namespace that ends with it.
 Prints one line per iteration (env steps, episodes, mean return, the episodes' average JCT
-and how many masked actions were taken, which must be 0) and stops Ray.
+and how many masked actions were taken, which must be 0) and stops Ray. It always starts its
+own Ray instance (never joins one it finds), with its files in a temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 
 import gymnasium as gym
 import ray
@@ -64,7 +67,11 @@ config = (
     .debugging(seed=args.seed)
 )
 
-ray.init(num_cpus=args.env_runners + 1, include_dashboard=False, log_to_driver=False)
+# a new Ray instance of its own (address="local": never one that another process started), with
+# its session files in a folder of its own, removed at the end
+temp_dir = tempfile.mkdtemp(prefix="geo_gym_ray_")
+ray.init(address="local", num_cpus=args.env_runners + 1, include_dashboard=False, log_to_driver=False,
+         _temp_dir=temp_dir)
 try:
     register_env("geo_gym_masked", make_env)
     algo = config.build_algo()
@@ -77,3 +84,4 @@ try:
     algo.stop()
 finally:
     ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
