@@ -9,6 +9,7 @@
 | lcf / ldf / cr_lcf / cr_ldf | FCFS (as in the paper) | the named rule |
 | fcfs | FCFS | Pathfinder + Cost-Min |
 | sjf | shortest predicted duration E_j(K*) | Pathfinder + Cost-Min |
+| qssf | least predicted GPU time k_target x E_j(K*) (Helios' QSSF) | Pathfinder + Cost-Min |
 | schedmate_sjf | SJF on SchedMate retrieval predictions, failure handler on | Pathfinder + Cost-Min |
 | random | uniform over valid actions | (any option) |
 
@@ -33,6 +34,8 @@ _FIXED = {
     "cr_ldf": ("fcfs", "cr_ldf"),
     "fcfs": ("fcfs", "pathfinder"),
     "sjf": ("sjf", "pathfinder"),
+    # Helios (Hu et al., SC'21): quasi-shortest-service-first, the SchedMate paper's baseline
+    "qssf": ("qssf", "pathfinder"),
 }
 
 

@@ -33,7 +33,8 @@ class _ObsReader:
             k, w = layout_from_obs_size(size, num_regions)
             feats, valid, alpha = decision.slot_feature_columns(w, k)
             present = np.array([decision.slot_index(k, s, decision.S_PRESENT) for s in range(w)], dtype=np.int64)
-            cls._cache[key] = (k, w, feats, valid, alpha, present)
+            gpus = np.array([decision.slot_index(k, s, decision.S_K_TARGET) for s in range(w)], dtype=np.int64)
+            cls._cache[key] = (k, w, feats, valid, alpha, present, gpus)
         return cls._cache[key]
 
 
@@ -44,7 +45,7 @@ def _batch(obs) -> tuple[np.ndarray, bool]:
 
 @dataclass
 class FixedPolicy:
-    """``order``: "fcfs" | "sjf" | "priority" (BACE-Pipe Eq. 9-12); ``rule``: a
+    """``order``: "fcfs" | "sjf" | "qssf" (Helios) | "priority" (BACE-Pipe Eq. 9-12); ``rule``: a
     ``geo_gym.placement.RULE_NAMES`` entry; ``uncertainty``: UncertaintyConfig fields the
     policy brings with it (SchedMate's predictor and failure handler are part of the
     scheduler, not of the world), applied by ``geo_gym.simulate``; ``num_regions``: the env's
@@ -62,7 +63,7 @@ class FixedPolicy:
     order_code: int = field(init=False)
     rule_code: int = field(init=False)
 
-    _ORDERS = {"fcfs": fixed.ORDER_FCFS, "sjf": fixed.ORDER_SJF, "priority": fixed.ORDER_PRIORITY}
+    _ORDERS = {"fcfs": fixed.ORDER_FCFS, "sjf": fixed.ORDER_SJF, "priority": fixed.ORDER_PRIORITY, "qssf": fixed.ORDER_QSSF}
 
     def __post_init__(self) -> None:
         if self.order not in self._ORDERS:
@@ -73,11 +74,13 @@ class FixedPolicy:
         self.rule_code = RULE_NAMES.index(self.rule)
 
     def _act(self, row: np.ndarray) -> int:
-        _, w, feats, valid, alpha, present = _ObsReader.get(row.shape[0], self.num_regions)
+        _, w, feats, valid, alpha, present, gpus = _ObsReader.get(row.shape[0], self.num_regions)
         n = int((row[present] > 0).sum())
         if n:
+            # the slot's k_target / MAX_STAGES_NORM (a power of two: exact in float32)
+            k_target = np.rint(row[gpus[:n]].astype(np.float64) * decision.MAX_STAGES_NORM).astype(np.int64)
             order = fixed.order_candidates(
-                self.order_code, row[feats[:n]], n, np.float32(row[alpha])
+                self.order_code, row[feats[:n]], n, np.float32(row[alpha]), k_target
             )
             for s in order[:1] if self.strict else order:
                 if row[valid[s, self.rule_code]] > 0:
@@ -110,7 +113,7 @@ class RandomPolicy:
 
     @staticmethod
     def mask(row: np.ndarray, num_regions: int | None = None) -> np.ndarray:
-        _, w, _, valid, _, _ = _ObsReader.get(row.shape[0], num_regions)
+        _, w, _, valid, _, _, _ = _ObsReader.get(row.shape[0], num_regions)
         m = np.zeros(w * NUM_RULES + 1, dtype=np.bool_)
         m[: w * NUM_RULES] = row[valid.reshape(-1)] > 0
         m[-1] = row[decision.G_WAIT] > 0

@@ -488,13 +488,17 @@ def step_batch_parallel(c, o, actions, stepping, cost_weight, scale, rewards, re
                       invalid, terminated, obs, masks)
 
 
-SUMMARY_KEYS = ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h", "failures")
+SUMMARY_KEYS = (
+    "avg_jct_h", "total_cost", "makespan_h", "avg_wait_h", "failures", "false_restarts", "rerun_gpu_h", "rerun_cost",
+)
 
 
 @_jit
 def summary_values(c, e, out):
     """Env e's finished episode, in SUMMARY_KEYS order: average JCT (Eq. 3) and waiting in
-    hours, total electricity cost (Eq. 4), makespan in hours, infrastructure failures."""
+    hours, total electricity cost (Eq. 4), makespan in hours, infrastructure failures,
+    application failures the failure handler misjudged as infrastructure and restarted, and the
+    GPU-hours and electricity of the attempts that re-ran them in vain."""
     n = c.n_jobs[e]
     jct = 0.0
     wait = 0.0
@@ -512,6 +516,9 @@ def summary_values(c, e, out):
     out[2] = (last - first) / SECONDS_PER_HOUR if not np.isnan(jct) else np.nan  # unfinished: undefined
     out[3] = wait / n / SECONDS_PER_HOUR
     out[4] = c.n_fail_total[e]
+    out[5] = c.n_false_restart_total[e]
+    out[6] = c.rerun_gpu_h[e]
+    out[7] = c.rerun_usd[e]
 
 
 def slot_feature_columns(window: int, num_regions: int) -> tuple[np.ndarray, np.ndarray, int]:

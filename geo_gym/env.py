@@ -168,11 +168,14 @@ def episode_records(core: sim.Core, e: int, jobs: list, region_names) -> list[di
 
 
 def episode_summary(core: sim.Core, e: int) -> dict[str, float]:
-    """avg_jct_h, total_cost, makespan_h, avg_wait_h, failures of env e's finished episode."""
+    """avg_jct_h, total_cost, makespan_h, avg_wait_h, failures, false_restarts (application
+    failures the failure handler misjudged and restarted), rerun_gpu_h and rerun_cost (what
+    the attempts that re-ran them held and spent) of env e's finished episode."""
     values = np.empty(len(decision.SUMMARY_KEYS))
     decision.summary_values(core, e, values)
     out = dict(zip(decision.SUMMARY_KEYS, values.tolist(), strict=True))
     out["failures"] = int(out["failures"])
+    out["false_restarts"] = int(out["false_restarts"])
     return out
 
 

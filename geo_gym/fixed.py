@@ -1,7 +1,7 @@
 """Fixed policies on the simulator core: a queue order x a placement rule, with backfilling.
 
 The baselines of ``baselines/`` (BACE-Pipe and its ablations, LCF, LDF, CR-LCF, CR-LDF, FCFS,
-SJF) decide here on the compiled fast path (``run_fixed_policy``, used by ``geo_gym.simulate``);
+SJF, QSSF) decide here on the compiled fast path (``run_fixed_policy``, used by ``geo_gym.simulate``);
 through the env they read the same candidate features from the observation and order them
 with the same ``order_key``, so both paths decide identically (tests/test_baselines.py).
 At a scheduling point a policy walks the pending jobs in its order and starts the first one its
@@ -34,30 +34,35 @@ from geo_gym.sim import (
 _jit = numba.njit(cache=True)
 _inline = numba.njit(cache=True, inline="always")
 
-ORDER_FCFS, ORDER_SJF, ORDER_PRIORITY = 0, 1, 2
+ORDER_FCFS, ORDER_SJF, ORDER_PRIORITY, ORDER_QSSF = 0, 1, 2, 3
 
 
 @_inline
-def order_key(order, f_i, f_d, f_log, a):
-    """A candidate's sort key from its float32 features (ascending = earlier): SJF its
-    log1p(predicted E_j(K*) h), BACE-Pipe minus its Eq. (12) priority at alpha ``a``. The one
-    place both paths compute it, so they order identically."""
+def order_key(order, f_i, f_d, f_log, a, gpus):
+    """A candidate's sort key from its float32 features and its k_target ``gpus`` (ascending =
+    earlier): SJF its log1p(predicted E_j(K*) h); QSSF its predicted GPU time, gpus x the
+    predicted hours that f_log holds (Helios, Hu et al. SC'21: quasi-shortest-service-first
+    orders by GPUs requested x predicted duration); BACE-Pipe minus its Eq. (12) priority at
+    alpha ``a``. The one place both paths compute it, so they order identically."""
     if order == ORDER_SJF:
         return np.float64(f_log)
+    if order == ORDER_QSSF:
+        return np.float64(gpus) * np.expm1(np.float64(f_log))
     return -costmodel.priority_nb(np.float64(f_i), np.float64(f_d), a)
 
 
 @_jit
-def order_candidates(order, feats, n, alpha32):
-    """Queue order over n candidates from their float32 features (``sim.candidate_features``):
-    FCFS (as queued), SJF (shortest predicted duration first) or BACE-Pipe's priority (Eq. 12,
-    highest first). Ties keep queue order (stable sort), so every path orders identically."""
+def order_candidates(order, feats, n, alpha32, gpus):
+    """Queue order over n candidates from their float32 features (``sim.candidate_features``)
+    and their k_target ``gpus``: FCFS (as queued), SJF (shortest predicted duration first),
+    QSSF (least predicted GPU time first) or BACE-Pipe's priority (Eq. 12, highest first).
+    Ties keep queue order (stable sort), so every path orders identically."""
     if order == ORDER_FCFS:
         return np.arange(n)
     key = np.empty(n)
     a = np.float64(alpha32)
     for i in range(n):
-        key[i] = order_key(order, feats[i, CAND_I], feats[i, CAND_D], feats[i, CAND_LOG_IDEAL], a)
+        key[i] = order_key(order, feats[i, CAND_I], feats[i, CAND_D], feats[i, CAND_LOG_IDEAL], a, gpus[i])
     return np.argsort(key, kind="mergesort")
 
 
@@ -72,8 +77,9 @@ def _order_keys(c, e, n, order, alpha32, feats, keys):
     (written into ``feats``, scratch of at least n rows)."""
     a = np.float64(alpha32)
     candidate_features(c, e, n, feats)
+    pend, k_target = c.pending[e], c.k_target[e]
     for i in range(n):
-        keys[i] = order_key(order, feats[i, CAND_I], feats[i, CAND_D], feats[i, CAND_LOG_IDEAL], a)
+        keys[i] = order_key(order, feats[i, CAND_I], feats[i, CAND_D], feats[i, CAND_LOG_IDEAL], a, k_target[pend[i]])
 
 
 @_jit

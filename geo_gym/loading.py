@@ -122,7 +122,7 @@ def _derived(unc: UncertaintyConfig) -> _Derived:
         (
             unc.failure_rate_per_gpu_hour, unc.checkpoint_interval_hours, unc.gpus_per_failure,
             unc.handler, *unc.handler_operating_point(), unc.diagnosis_delay_hours,
-            unc.manual_delay_hours,
+            unc.manual_delay_hours, unc.application_failure_share,
         ),
         sizes,
         {},
@@ -200,7 +200,7 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
         core, e,
         sim.JobColumns(
             submit_s=spec["submit"], work_s=prof["work"], microbatches=prof["mb"], full_iters=full,
-            iters=iters, activation_gbit=prof["act"], k_target=prof["k_target"],
+            iters=iters, end_kind=spec["end_kind"], activation_gbit=prof["act"], k_target=prof["k_target"],
             b_target_gbps=prof["b_ref"], t_iter_1gpu_s=prof["t1"], t_iter_target_s=prof["tk"],
             min_gpus=min_gpus, pred_iters=pred_iters,
         ),

@@ -22,7 +22,14 @@ Uncertainty (SchedMate; geo_gym/uncertainty, all off by default):
     ``failure_draws[j, a] / (rate x g)`` hours; progress falls back to the last checkpoint, the
     electricity already spent stays spent, ``gpus_per_failure`` GPUs of the first path region
     leave for a repair time, and the job re-enters the queue after the failure handler's delay
-    (diagnosis when recognised, manual intervention otherwise).
+    (diagnosis when recognised, manual intervention otherwise);
+  * an early end is an application failure or a cancellation (``end_kind``: the trace's final
+    state, or drawn against the configured share). With the failure handler on, an
+    application failure reaches it: judged infrastructure (its false-positive rate), the job
+    is restarted from its last checkpoint after the diagnosis delay and fails again when it
+    reaches the same point of its work (a bug in the job's code or data recurs), until the
+    handler judges it an application failure or its attempts run out (``max_attempts``); then
+    it ends. Cancellations never reach the handler.
 At one instant events are processed as: completions and failures, repairs, re-queues, arrivals.
 All random numbers are drawn up front when an episode is loaded (``geo_gym.loading``) from the
 caller's seeded generator.
@@ -48,6 +55,7 @@ from geo_gym.uncertainty import draws
 from geo_gym.uncertainty.failures import checkpoint_rollback, time_to_failure
 from geo_gym.uncertainty.handler import handle_failure
 from geo_gym.uncertainty.predictors import retrieval_estimate, store_append
+from geo_gym.workload import END_APPLICATION_FAILURE, END_UNKNOWN
 
 _jit = numba.njit(cache=True)
 _inline = numba.njit(cache=True, inline="always")
@@ -156,6 +164,10 @@ def reset(c, e):
     c.attempt[e] = 0
     c.n_fail[e] = 0
     c.n_fail_total[e] = 0
+    c.n_false_restart[e] = 0
+    c.n_false_restart_total[e] = 0
+    c.rerun_gpu_h[e] = 0.0
+    c.rerun_usd[e] = 0.0
     c.start_s[e] = np.nan
     c.attempt_start_s[e] = np.nan
     c.end_s[e] = np.nan
@@ -221,7 +233,7 @@ def _load_jobs(c, e, jobs, job_fills, drawn, drawn_fills):
 
 
 @_jit
-def load_settings(c, e, fail_rate, ckpt_h, gpus_per_failure, handler_on, tpr, fpr, diag_h, manual_h):
+def load_settings(c, e, fail_rate, ckpt_h, gpus_per_failure, handler_on, tpr, fpr, diag_h, manual_h, app_share):
     """Write env e's failure and failure-handler settings, and clear its predictor to the
     static mode with an empty retrieval store (``loading`` sets retrieval up after this).
     The store's rows are left as they are: only the first ``n_store`` are ever read, and
@@ -234,6 +246,7 @@ def load_settings(c, e, fail_rate, ckpt_h, gpus_per_failure, handler_on, tpr, fp
     c.handler_fpr[e] = fpr
     c.diagnosis_h[e] = diag_h
     c.manual_h[e] = manual_h
+    c.app_failure_share[e] = app_share
     c.predictor_mode[e] = PRED_STATIC
     c.pred_hit[e] = False
     c.n_store[e] = 0
@@ -328,8 +341,18 @@ def _release(free, resv, alloc, path, plen, bj):
 
 
 @_jit
+def _count_rerun(c, e, j, t):
+    """An attempt of j ends at t: if it re-ran a misjudged application failure (the job was
+    restarted as one before), its GPU-hours and electricity were spent in vain."""
+    if c.n_false_restart[e, j] > 0:
+        c.rerun_gpu_h[e] += c.gpus[e, j] * (t - c.attempt_start_s[e, j]) / SECONDS_PER_HOUR
+        c.rerun_usd[e] += c.cost_per_s[e, j] * (t - c.attempt_start_s[e, j])
+
+
+@_jit
 def _complete(c, e, j):
     _release(c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.b_gbps[e, j])
+    _count_rerun(c, e, j, c.end_s[e, j])
     c.status[e, j] = DONE
     c.cost_usd[e, j] += c.cost_per_s[e, j] * (c.end_s[e, j] - c.attempt_start_s[e, j])
     c.n_done[e] += 1
@@ -341,16 +364,39 @@ def _complete(c, e, j):
 
 
 @_jit
-def _fail(c, e, j):
-    """An infrastructure failure of j's current attempt at time t (see the module docstring)."""
-    t = c.now_s[e]
+def _stop_attempt(c, e, j, t):
+    """j's attempt stops at t without finishing: progress falls back to the last checkpoint,
+    the electricity of the whole attempt (the lost work's too) is spent, and its GPUs and b_j
+    are given back."""
     elapsed_h = (t - c.attempt_start_s[e, j]) / SECONDS_PER_HOUR
     kept_h = checkpoint_rollback(elapsed_h, c.checkpoint_h[e])
     c.done_iters[e, j] = min(c.iters[e, j], c.done_iters[e, j] + kept_h * SECONDS_PER_HOUR / c.t_iter_s[e, j])
     c.cost_usd[e, j] += c.cost_per_s[e, j] * (t - c.attempt_start_s[e, j])  # the lost work's electricity too
+    _count_rerun(c, e, j, t)
+    _release(c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.b_gbps[e, j])
+
+
+@_jit
+def _delay(c, e, j, t, delay_h):
+    """j waits ``delay_h`` hours before it re-enters the queue; it holds nothing meanwhile."""
+    c.status[e, j] = DELAYED
+    c.requeue_s[e, j] = t + delay_h * SECONDS_PER_HOUR
+    c.delayed[e, c.n_delayed[e]] = j
+    c.n_delayed[e] += 1
+    c.alloc[e, j] = 0
+    c.gpus[e, j] = 0
+    c.b_gbps[e, j] = 0.0
+    c.plen[e, j] = 0
+    c.fail_s[e, j] = np.inf
+
+
+@_jit
+def _fail(c, e, j):
+    """An infrastructure failure of j's current attempt at time t (see the module docstring)."""
+    t = c.now_s[e]
     r = c.path[e, j, 0]
     broken = min(c.gpus_per_failure[e], c.alloc[e, j, r])
-    _release(c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.b_gbps[e, j])
+    _stop_attempt(c, e, j, t)
     a = c.attempt[e, j] - 1
     if broken > 0:
         if c.n_repairs[e] == c.repair_end_s.shape[1]:
@@ -365,17 +411,49 @@ def _fail(c, e, j):
     _, delay_h = handle_failure(
         True, c.handler_u[e, j, a], c.handler_on[e], c.handler_tpr[e], c.handler_fpr[e], c.diagnosis_h[e], c.manual_h[e]
     )
-    c.status[e, j] = DELAYED
-    c.requeue_s[e, j] = t + delay_h * SECONDS_PER_HOUR
-    c.delayed[e, c.n_delayed[e]] = j
-    c.n_delayed[e] += 1
+    _delay(c, e, j, t, delay_h)
     c.n_fail[e, j] += 1
     c.n_fail_total[e] += 1
-    c.alloc[e, j] = 0
-    c.gpus[e, j] = 0
-    c.b_gbps[e, j] = 0.0
-    c.plen[e, j] = 0
-    c.fail_s[e, j] = np.inf
+
+
+@_jit
+def _application_failure(c, e, j):
+    """j's end is an early end of the kind application failure: its given kind, or, with none
+    given, its drawn uniform below the configured share. A completion or a cancellation is not."""
+    if not c.iters[e, j] < c.full_iters[e, j]:
+        return False
+    kind = c.end_kind[e, j]
+    if kind == END_UNKNOWN:
+        return c.end_kind_u[e, j] < c.app_failure_share[e]
+    return kind == END_APPLICATION_FAILURE
+
+
+@_jit
+def _misjudged(c, e, j):
+    """The failure handler judges j's ending attempt, an application failure, infrastructure
+    and restarts it (probability FPR, handler.handle_failure on the attempt's pre-drawn
+    uniform). Never without the handler, for a completion or a cancellation, or once j has
+    started ``max_attempts`` attempts (the core's pre-drawn attempts): that one ends it."""
+    if not c.handler_on[e] or c.attempt[e, j] >= c.handler_u.shape[2] or not _application_failure(c, e, j):
+        return False
+    restarted, _ = handle_failure(
+        False, c.handler_u[e, j, c.attempt[e, j] - 1], True, c.handler_tpr[e], c.handler_fpr[e],
+        c.diagnosis_h[e], c.manual_h[e],
+    )
+    return restarted
+
+
+@_jit
+def _restart_misjudged(c, e, j):
+    """An application failure judged infrastructure (``_misjudged``): restarted from its last
+    checkpoint after the diagnosis delay, as the handler restarts an infrastructure failure
+    (SchedMate 3.3, Automated Recovery). Its GPUs are healthy: none goes to repair. The rerun
+    reaches the same point of the work and fails again there."""
+    t = c.now_s[e]
+    _stop_attempt(c, e, j, t)
+    _delay(c, e, j, t, c.diagnosis_h[e])
+    c.n_false_restart[e, j] += 1
+    c.n_false_restart_total[e] += 1
 
 
 # ------------------------------------------------------------------ events
@@ -398,8 +476,9 @@ def _accrue(c, e, dt):
 
 @_inline
 def _handle_ends(c, e, t):
-    """Running jobs whose attempt completes (``_complete``) or fails (``_fail``) by t leave the
-    running set; a completion at the instant of a failure wins."""
+    """Running jobs whose attempt ends (``_complete``; an application failure the handler
+    misjudges is restarted instead, ``_restart_misjudged``) or fails (``_fail``) by t leave the
+    running set; an end at the instant of a failure wins."""
     running, end, fail = c.running[e], c.end_s[e], c.fail_s[e]
     n_run = c.n_running[e]
     i = 0
@@ -408,7 +487,9 @@ def _handle_ends(c, e, t):
         finished = end[j] <= t and end[j] <= fail[j]
         failed = not finished and fail[j] <= t
         if finished or failed:
-            if finished:
+            if finished and _misjudged(c, e, j):
+                _restart_misjudged(c, e, j)
+            elif finished:
                 _complete(c, e, j)
             else:
                 _fail(c, e, j)

@@ -48,6 +48,7 @@ STATIC: tuple[Field, ...] = (
     Field("microbatches", "J", np.int64, "M_j, micro-batches per iteration", 0),
     Field("full_iters", "J", np.float64, "configured iterations I_j: what the user asked for", 0.0),
     Field("iters", "J", np.float64, "iterations the job actually runs (its fate, hidden)", 0.0),
+    Field("end_kind", "J", np.int64, "how an early end ends: workload.END_APPLICATION_FAILURE, END_CANCELLED or END_UNKNOWN (drawn)", 0),
     Field("activation_gbit", "J", np.float64, "A_j, activations between adjacent stages", 0.0),
     Field("k_target", "J", np.int64, "GPUs the rules aim at: K* (Eq. 13) or the start rule's target", 0),
     Field("k_target_max", "", np.int64, "largest k_target of the episode: sizes the t_comp table"),
@@ -71,6 +72,7 @@ STATIC: tuple[Field, ...] = (
     Field("handler_fpr", "", np.float64, "the handler's false-positive rate"),
     Field("diagnosis_h", "", np.float64, "delay before a recognised failure's restart"),
     Field("manual_h", "", np.float64, "delay before an unrecognised failure's restart"),
+    Field("app_failure_share", "", np.float64, "share of early ends of unknown kind that are application failures"),
 )
 
 # Changed by the simulation.
@@ -103,6 +105,10 @@ DYNAMIC: tuple[Field, ...] = (
     Field("attempt", "J", np.int64, "attempts started"),
     Field("n_fail", "J", np.int64, "infrastructure failures of the job"),
     Field("n_fail_total", "", np.int64, "infrastructure failures of the episode"),
+    Field("n_false_restart", "J", np.int64, "application failures of the job the handler judged infrastructure and restarted"),
+    Field("n_false_restart_total", "", np.int64, "such restarts in the episode"),
+    Field("rerun_gpu_h", "", np.float64, "GPU-hours held by attempts that re-ran a misjudged application failure"),
+    Field("rerun_usd", "", np.float64, "electricity those attempts spent (Eq. 4)"),
     Field("start_s", "J", np.float64, "first start (NaN before it)"),
     Field("attempt_start_s", "J", np.float64, "start of the current attempt"),
     Field("end_s", "J", np.float64, "end of the current attempt if it does not fail"),

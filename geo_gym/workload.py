@@ -27,6 +27,14 @@ from geo_gym.start_rule import StartRule, gpu_bounds
 # (``geo_gym.loading``). Real traces span months (~1e7 s); inf and NaN are refused too.
 MAX_SUBMIT_S = 1e15
 
+# How a job that ends early ends (``JobSpec.end_kind``), as the core holds it (``end_kind``):
+# an application failure (a crash of the user's code, which the failure handler sees and may
+# misjudge as infrastructure, SchedMate 3.3) or a cancellation (the user or a time limit
+# stopped it; no failure for the handler to judge). 0: not given, drawn against
+# ``UncertaintyConfig.application_failure_share`` when the job ends early.
+END_UNKNOWN, END_APPLICATION_FAILURE, END_CANCELLED = 0, 1, 2
+END_KINDS = {"application_failure": END_APPLICATION_FAILURE, "cancelled": END_CANCELLED}
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -54,6 +62,10 @@ class JobSpec:
     # jobs calibrated to a traced run time use it; it may be fractional (a job shorter than
     # one iteration of its model). None: whole iterations from the dataset and epochs.
     iterations: float | None = None
+    # How it ends if it ends early: "application_failure" or "cancelled" (END_KINDS; trace
+    # jobs take it from their final state). None: drawn (UncertaintyConfig.
+    # application_failure_share). Hidden from schedulers; only the failure handler reads it.
+    end_kind: str | None = None
 
     def __post_init__(self) -> None:
         if not self.submit >= 0:
@@ -72,6 +84,11 @@ class JobSpec:
         if self.fate_fraction is not None and not 0 < self.fate_fraction <= 1:
             raise ValueError(
                 f"JobSpec {self.name!r}: fate_fraction must be in (0, 1], got {self.fate_fraction!r}"
+            )
+        if self.end_kind is not None and self.end_kind not in END_KINDS:
+            raise ValueError(
+                f"JobSpec {self.name!r}: end_kind must be one of {list(END_KINDS)} or None, "
+                f"got {self.end_kind!r}"
             )
         if self.failure_gpu_hours is not None:  # a tuple, so that the spec stays hashable
             object.__setattr__(self, "failure_gpu_hours", tuple(self.failure_gpu_hours))
@@ -325,18 +342,20 @@ def label_columns(jobs: Sequence[JobSpec]) -> dict[str, list[str]]:
 
 def spec_columns(jobs: Sequence[JobSpec]) -> dict[str, np.ndarray]:
     """The per-job settings loading needs, as columns: submit, min_gpus, fate_fraction (NaN:
-    none given), whole (runs whole iterations: no explicit ``iterations``), planted (has
-    trace-driven ``failure_gpu_hours``). A ``JobTable`` answers without building JobSpecs."""
+    none given), end_kind (END_* codes; END_UNKNOWN: none given), whole (runs whole
+    iterations: no explicit ``iterations``), planted (has trace-driven ``failure_gpu_hours``).
+    A ``JobTable`` answers without building JobSpecs (its jobs give no end kind)."""
     n = len(jobs)
     if isinstance(jobs, JobTable):
         return {
             "submit": jobs.submit, "min_gpus": constant(n, 1), "fate_fraction": jobs.fate_fraction,
-            "whole": constant(n, True), "planted": constant(n, False),
+            "end_kind": constant(n, END_UNKNOWN), "whole": constant(n, True), "planted": constant(n, False),
         }
     return {
         "submit": np.array([j.submit for j in jobs], dtype=np.float64),
         "min_gpus": np.array([j.min_gpus for j in jobs], dtype=np.int64),
         "fate_fraction": np.array([np.nan if j.fate_fraction is None else j.fate_fraction for j in jobs], dtype=float),
+        "end_kind": np.array([END_KINDS.get(j.end_kind, END_UNKNOWN) for j in jobs], dtype=np.int64),
         "whole": np.array([j.iterations is None for j in jobs], dtype=bool),
         "planted": np.array([j.failure_gpu_hours is not None for j in jobs], dtype=bool),
     }

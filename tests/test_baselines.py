@@ -136,10 +136,56 @@ def test_priority_uses_alpha_and_sensitivity():
     from geo_gym import fixed
 
     feats = np.array([[1.0, 0.0, 5.0], [0.2, 1.0, 1.0]], dtype=np.float32)  # I, D, log ideal
-    assert list(fixed.order_candidates(fixed.ORDER_PRIORITY, feats, 2, np.float32(0.0))) == [1, 0]
-    assert list(fixed.order_candidates(fixed.ORDER_PRIORITY, feats, 2, np.float32(1.0))) == [0, 1]
-    assert list(fixed.order_candidates(fixed.ORDER_SJF, feats, 2, np.float32(0.0))) == [1, 0]
-    assert list(fixed.order_candidates(fixed.ORDER_FCFS, feats, 2, np.float32(0.0))) == [0, 1]
+    gpus = np.array([8, 8])
+    assert list(fixed.order_candidates(fixed.ORDER_PRIORITY, feats, 2, np.float32(0.0), gpus)) == [1, 0]
+    assert list(fixed.order_candidates(fixed.ORDER_PRIORITY, feats, 2, np.float32(1.0), gpus)) == [0, 1]
+    assert list(fixed.order_candidates(fixed.ORDER_SJF, feats, 2, np.float32(0.0), gpus)) == [1, 0]
+    assert list(fixed.order_candidates(fixed.ORDER_FCFS, feats, 2, np.float32(0.0), gpus)) == [0, 1]
+
+
+def test_qssf_orders_by_predicted_gpu_time():
+    # Helios' QSSF: GPUs x predicted duration, not the duration alone (SJF). Predicted hours
+    # 1, 4, 3 on 64, 4, 8 GPUs: GPU-hours 64, 16, 24.
+    from geo_gym import fixed
+
+    hours = np.array([1.0, 4.0, 3.0])
+    feats = np.zeros((3, 3), dtype=np.float32)
+    feats[:, 2] = np.log1p(hours)  # the observation's log1p(predicted E_j(K*) h)
+    gpus = np.array([64, 4, 8])
+    assert list(fixed.order_candidates(fixed.ORDER_SJF, feats, 3, np.float32(0.0), gpus)) == [0, 2, 1]
+    assert list(fixed.order_candidates(fixed.ORDER_QSSF, feats, 3, np.float32(0.0), gpus)) == [1, 2, 0]
+    policy = baselines.make("qssf")
+    assert (policy.order, policy.rule) == ("qssf", "pathfinder")
+
+
+def test_qssf_starts_the_least_gpu_time_first():
+    # One 8-GPU region, strict order (no backfilling), every job submitted at 0. "wide" runs
+    # 1 h on 8 GPUs (8 GPU-h), "narrow" 4 h on 1 GPU (4 GPU-h): SJF starts wide first, QSSF
+    # narrow first, and the env path agrees with the fast path.
+    from geo_gym import catalog
+    from geo_gym.cluster import Cluster, Region
+    from geo_gym.scenarios import Scenario
+    from geo_gym.workload import JobSpec
+
+    small, alpaca = catalog.model_by_name("Llama-3.2-1B"), catalog.dataset_by_name("Alpaca-52k")
+    def iterations(gpus, hours):  # the iteration count that runs ``hours`` on ``gpus`` GPUs
+        p = geo_gym.workload.profile(JobSpec("x", small, alpaca, max_gpus=gpus), start_rule="request")
+        return hours * 3600.0 / (p.ideal_duration / p.iterations)
+
+    jobs = (
+        JobSpec("wide", small, alpaca, max_gpus=8, min_gpus=8, iterations=iterations(8, 1.0)),
+        JobSpec("narrow", small, alpaca, max_gpus=1, iterations=iterations(1, 4.0)),
+    )
+    scen = Scenario("qssf", Cluster((Region("R", 8, 0.2, 10.0),)), jobs, start_rule="request")
+    first = {}
+    for name in ("sjf", "qssf"):
+        policy = baselines.make(name, strict=True)
+        fast = simulate(scen, policy, seed=0).jobs.set_index("name")
+        info = env_rollout(policy, scen, 0)
+        assert fast.start_h.tolist() == [j["start_h"] for j in info["jobs"]]
+        first[name] = fast.start_h.idxmin()
+        assert fast.jct_h.min() == pytest.approx(1.0 if first[name] == "wide" else 4.0)
+    assert first == {"sjf": "wide", "qssf": "narrow"}
 
 
 def test_simulate_result_table():

@@ -62,6 +62,7 @@ def run_everything(seed: int, start_rule: str | None) -> None:
 
 
 def test_no_recompilation_after_warm_up() -> None:
+    before = signatures()  # what earlier tests of this process compiled (e.g. other call forms)
     run_everything(0, None)
     run_everything(1, "fraction:0.5")  # both parallel settings, both start-rule kinds
     warm = signatures()
@@ -70,8 +71,9 @@ def test_no_recompilation_after_warm_up() -> None:
     after = signatures()
     grown = {name: (warm[name], n) for name, n in after.items() if n != warm.get(name, 0)}
     assert not grown, f"compiled again for new signatures: {grown}"
-    # the entry points each episode and step go through: one signature each (step_env two at
-    # most: prange hands the parallel batch an unsigned env index)
+    # the entry points each episode and step go through: one signature each from these paths
+    # (step_env two at most: prange hands the parallel batch an unsigned env index)
     for name in ("decision.step_batch", "decision.begin", "fixed.run_fixed_policy"):
-        assert after[f"geo_gym.{name}"] == 1, (name, after[f"geo_gym.{name}"])
-    assert after["geo_gym.decision.step_env"] <= 2
+        key = f"geo_gym.{name}"
+        assert after[key] - before.get(key, 0) <= 1, (name, before.get(key, 0), after[key])
+    assert after["geo_gym.decision.step_env"] - before.get("geo_gym.decision.step_env", 0) <= 2

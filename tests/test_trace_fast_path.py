@@ -40,7 +40,8 @@ def reference_run(c, e, order, rule, window):
             sim.candidate_features(c, e, n, feats)
             alpha32 = np.float32(alpha_nb(c.reserved_gbps[e], c.bandwidth_gbps[e]))
             sim.residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], eff)
-            idx = fixed.order_candidates(order, feats, n, alpha32)
+            gpus = c.k_target[e, c.pending[e, :n]]
+            idx = fixed.order_candidates(order, feats, n, alpha32, gpus)
             for m in range(n):
                 j = c.pending[e, idx[m]]
                 sim.fill_tc(c.work_s[e, j], c.k_target[e, j], c.stage_overhead_s[e], tc)
@@ -77,7 +78,7 @@ def overloaded_trace():
     return map_trace(table, max_jobs=250, target_load=2.0).scenario
 
 
-@pytest.mark.parametrize("order", [fixed.ORDER_FCFS, fixed.ORDER_SJF, fixed.ORDER_PRIORITY])
+@pytest.mark.parametrize("order", [fixed.ORDER_FCFS, fixed.ORDER_SJF, fixed.ORDER_PRIORITY, fixed.ORDER_QSSF])
 @pytest.mark.parametrize("rule", ["pathfinder", "lcf", "cr_ldf"])
 def test_long_queue_same_decisions(overloaded_trace, order, rule):
     core = same_run(overloaded_trace, order, RULE[rule])
@@ -90,7 +91,7 @@ def test_windowed_and_uncertain_same_decisions(overloaded_trace):
     same_run(overloaded_trace, fixed.ORDER_SJF, RULE["pathfinder"], unc=unc)
 
 
-@pytest.mark.parametrize("order", [fixed.ORDER_SJF, fixed.ORDER_PRIORITY, fixed.ORDER_FCFS])
+@pytest.mark.parametrize("order", [fixed.ORDER_SJF, fixed.ORDER_PRIORITY, fixed.ORDER_FCFS, fixed.ORDER_QSSF])
 def test_unplaceable_heads_fall_back_to_the_sort(order):
     """Many queued jobs that need more GPUs than are ever free at once (min_gpus) sit ahead
     of small ones, so more than SELECT_BEFORE_SORT candidates fail per decision."""

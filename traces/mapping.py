@@ -28,6 +28,9 @@ Per job (all rules are pure functions below, each with its docstring):
   run divided by :data:`EARLY_END_FRACTION`. NODE_FAIL and PREEMPTED were interrupted by the
   cluster at a point independent of their progress, so the traced run is taken as
   :data:`INTERRUPTED_FRACTION` of their work, and they run all of it here.
+* **Early-end kind** (:func:`end_kind_rule`): FAILED (Philly Failed) is an application failure,
+  which a failure handler may misjudge as infrastructure and restart; CANCELLED (Philly
+  Killed) and TIMEOUT are cancellations, which never reach it (``JobSpec.end_kind``).
 * **Infrastructure failures** (:func:`failure_points`): Philly retries of jobs that did not end
   FAILED (every attempt but the last), Acme NODE_FAIL at ``fail_time``; planted into the core
   as GPU-hours into each attempt (``JobSpec.failure_gpu_hours``: ``d_a x G' / 3600`` for a
@@ -86,6 +89,10 @@ DEFAULT_TARGET_LOAD = 0.5
 
 COMPLETE_STATES = ("COMPLETED", "UNKNOWN")
 EARLY_END_STATES = ("CANCELLED", "TIMEOUT", "FAILED")
+# How each early end ends (JobSpec.end_kind): FAILED is the user's code or data failing (Acme
+# reports node failures apart, as NODE_FAIL; Philly does not separate them, so its Failed jobs
+# count as application failures); CANCELLED is the user's kill, TIMEOUT the time limit's.
+END_KIND_OF_STATE = {"FAILED": "application_failure", "CANCELLED": "cancelled", "TIMEOUT": "cancelled"}
 INTERRUPTED_STATES = ("NODE_FAIL", "PREEMPTED")
 DROPPED_STATES = ("RUNNING",)  # still running when the trace was cut: its length is unknown
 
@@ -287,6 +294,15 @@ def fate_rule(state: str, early_end_fraction: float = EARLY_END_FRACTION,
     raise ValueError(f"no fate rule for state {state!r} (RUNNING jobs are dropped)")
 
 
+def end_kind_rule(state: str) -> str | None:
+    """``JobSpec.end_kind`` for a final state: "application_failure" (FAILED), "cancelled"
+    (CANCELLED, TIMEOUT), None for the states that do not end early (their fate is 1)."""
+    if state in EARLY_END_STATES:
+        return END_KIND_OF_STATE[state]
+    fate_rule(state)  # an unknown state is an error here too
+    return None
+
+
 def failure_points(state: str, attempts: tuple, duration: float, fail_time: float) -> tuple[float, ...]:
     """Each infrastructure failure's point, in attempt order: the seconds that attempt ran before
     it failed (per attempt, not cumulative: ``JobSpec.failure_gpu_hours`` counts from each
@@ -456,6 +472,7 @@ def _map_row(r, opts: MappingOptions, gpu, overhead: float, intra: float) -> dic
         "executed_iters": executed,
         "configured_iters": configured,  # JobSpec.iterations
         "fate_fraction": executed_ratio / configured_ratio,
+        "end_kind": end_kind_rule(r.state),
         "run_s": executed * t_iter,  # the ideal run of the executed work
         "failure_gpu_hours": hours,
         "user": r.user,
@@ -474,6 +491,7 @@ def _job_spec(row: dict, submit: float) -> JobSpec:
         iterations=row["configured_iters"],
         max_gpus=row["max_gpus"],
         fate_fraction=row["fate_fraction"],
+        end_kind=row["end_kind"],
         failure_gpu_hours=row["failure_gpu_hours"],
         metadata={
             "user": row["user"] or "",
@@ -510,6 +528,7 @@ def describe(mapped: MappedTrace) -> dict:
     (they run that fraction); ``target_over_requested_gpu_seconds``: the ideal runs' GPU-seconds
     over the trace's (request x traced run), below 1 only through ``below_request``;
     ``executed_gpu_hours``: what the ideal runs execute (interrupted jobs run their whole work);
+    ``early_ends``, split into ``application_failures`` and ``cancellations`` (:func:`end_kind_rule`);
     ``load_over_capacity``: the offered load over the scaled cluster (below ``target_load``
     where the cluster was enlarged to hold the largest job)."""
     j = mapped.jobs
@@ -530,6 +549,8 @@ def describe(mapped: MappedTrace) -> dict:
         "target_over_requested_gpu_seconds": float((j["stages"] * j["duration_s"]).sum() / traced_gpu_s),
         "executed_gpu_hours": float((j["stages"] * j["run_s"]).sum() / 3600.0),
         "early_ends": int((j["fate_fraction"] < 1).sum()),
+        "application_failures": int((j["end_kind"] == "application_failure").sum()),
+        "cancellations": int((j["end_kind"] == "cancelled").sum()),
         "jobs_with_planted_failures": len(planted),
         "planted_failures": int(sum(planted)),
         "offered_load_gpus": mapped.offered_load_gpus,

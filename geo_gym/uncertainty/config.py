@@ -37,6 +37,11 @@ class UncertaintyConfig:
     # Share of jobs without a fate of their own that end early. Trace jobs and the recurring
     # scenario's jobs carry theirs (JobSpec.fate_fraction) and are not drawn again.
     early_end_rate: float = 0.0
+    # Share of early ends of no given kind that are application failures (the rest are
+    # cancellations). Trace jobs carry their kind (JobSpec.end_kind). Only the failure
+    # handler reads it: it may misjudge an application failure as infrastructure and restart
+    # it; a cancellation never reaches it.
+    application_failure_share: float = workload.DEFAULT_APPLICATION_FAILURE_SHARE
     failure_rate_per_gpu_hour: float = 0.0
     checkpoint_interval_hours: float = 1.0  # of execution; <= 0 continuous, inf never
     repair_median_hours: float = failures.DEFAULT_REPAIR_MEDIAN_HOURS
@@ -45,9 +50,9 @@ class UncertaintyConfig:
     # attempt's GPUs there). One GPU: most Llama 3 interruptions are single-GPU faults.
     gpus_per_failure: int = 1
     handler: bool = False
-    # Precision fixes the FPR on application failures (handler.operating_point). The core hands
-    # the handler infrastructure failures only (an early end is not one it sees), so precision
-    # changes no simulated outcome yet; recall (the TPR) does.
+    # Precision fixes the FPR on application failures (handler.operating_point): the share of
+    # them the handler judges infrastructure and restarts, in vain (they fail again at the same
+    # point); recall (the TPR) is the share of infrastructure failures it restarts at once.
     handler_precision: float = fh.TABLE4_PRECISION
     handler_recall: float = fh.TABLE4_RECALL
     handler_base_rate: float = fh.TABLE4_BASE_RATE
@@ -56,7 +61,8 @@ class UncertaintyConfig:
     tracker_detect_prob: float = 1.0
     tracker_rmsre: float = 0.0
     # Pre-drawn failures per job: a job fails at most this many times, and its later attempts
-    # run failure-free (the failure process is cut short there, not the job).
+    # run failure-free (the failure process is cut short there, not the job). Also the most
+    # attempts of an application failure the handler keeps restarting: the last one ends it.
     max_attempts: int = 16
 
     def __post_init__(self) -> None:
@@ -71,7 +77,7 @@ class UncertaintyConfig:
             make_predictor(self.predictor, **self.predictor_kwargs)
         except ValueError as e:
             raise ValueError(f"UncertaintyConfig.predictor_kwargs: {e}") from None
-        for name in ("early_end_rate", "tracker_detect_prob"):
+        for name in ("early_end_rate", "application_failure_share", "tracker_detect_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise bad(name, "must be in [0, 1]")
         for name in (

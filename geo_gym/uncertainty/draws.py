@@ -71,8 +71,14 @@ def _repair(gen, unc, n, attempts):
 
 
 def _handler(gen, unc, n, attempts):
-    """Uniforms deciding the failure handler's verdict on each failure (handler.handle_failure)."""
-    return (_per_attempt(gen, n, attempts, "uniform", 1.0),)
+    """What the failure handler sees and decides: a uniform per attempt deciding its verdict on
+    the failure that ends it (handler.handle_failure), and a uniform per job deciding whether
+    an early end of no given kind is an application failure (below
+    ``application_failure_share``) or a cancellation. The kinds' uniforms come from a child of
+    this source's generator (spawning one draws nothing from it): adding them moved no number
+    of any episode, and they do not depend on the number of attempts."""
+    kinds = gen.spawn(1)[0].random(n) if gen is not None else np.ones(n)
+    return _per_attempt(gen, n, attempts, "uniform", 1.0), kinds
 
 
 def _tracker(gen, unc, n, attempts):
@@ -104,8 +110,11 @@ SOURCES: tuple[Source, ...] = (
     ),
     Source(
         "handler",
-        (Field("handler_u", "JA", np.float64, "uniforms deciding the handler's verdict per failure", 1.0),),
-        _failing,
+        (
+            Field("handler_u", "JA", np.float64, "uniforms deciding the handler's verdict per failure", 1.0),
+            Field("end_kind_u", "J", np.float64, "uniform: an early end of no given kind is an application failure below application_failure_share", 1.0),
+        ),
+        lambda unc: _failing(unc) or unc.handler,
         _handler,
     ),
     Source(

@@ -27,10 +27,12 @@ takes seconds, section 5.2 reports ~9 s per Advisor query, plus an nccl test and
 isolation/replacement, minutes). Every other failure, and every failure when the handler is
 off, waits a manual-intervention delay before it is re-queued (default 2 h: an assumption, an
 on-call engineer's response and triage time; SchedMate Fig. 11 shows the JCT effect but gives
-no delay). How the core treats an application failure (a job's early-end fate) misclassified
-as infrastructure is its choice; we recommend: restart it after the diagnosis delay, let it
-fail again at the same point (a code bug recurs), then end it, so a false positive costs
-GPU time and delay but never changes the fate.
+no delay). Application failures (an early end of the kind ``application_failure``,
+``JobSpec.end_kind``) reach the handler too: one it judges infrastructure (probability FPR) is
+restarted after the diagnosis delay and fails again at the same point of its work (a bug in
+the code or data recurs), until it is judged right or its attempts run out (``geo_gym.sim``),
+so a false positive costs GPU time and delay but never changes the fate. Cancellations never
+reach it.
 """
 
 from __future__ import annotations
