@@ -491,6 +491,7 @@ def step_batch_parallel(c, o, actions, stepping, cost_weight, scale, rewards, re
 SUMMARY_KEYS = (
     "avg_jct_h", "total_cost", "makespan_h", "avg_wait_h", "failures", "false_restarts", "rerun_gpu_h", "rerun_cost",
 )
+SUMMARY_COUNTS = ("failures", "false_restarts")  # the summary's integers (ints in an env's info)
 
 
 @_jit

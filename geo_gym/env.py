@@ -174,8 +174,8 @@ def episode_summary(core: sim.Core, e: int) -> dict[str, float]:
     values = np.empty(len(decision.SUMMARY_KEYS))
     decision.summary_values(core, e, values)
     out = dict(zip(decision.SUMMARY_KEYS, values.tolist(), strict=True))
-    out["failures"] = int(out["failures"])
-    out["false_restarts"] = int(out["false_restarts"])
+    for key in decision.SUMMARY_COUNTS:
+        out[key] = int(out[key])
     return out
 
 

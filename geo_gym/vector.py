@@ -226,7 +226,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         for e in np.flatnonzero(summarized):
             decision.summary_values(self.core, e, values[:, e])
         summary = dict(zip(SUMMARY_KEYS, values, strict=True))
-        summary["failures"] = summary["failures"].astype(np.int64)  # an int in the single env
+        for key in decision.SUMMARY_COUNTS:  # ints in the single env's info
+            summary[key] = summary[key].astype(np.int64)
         summary["reward_scale"] = self._scale
         if self.job_records:
             summary["jobs"] = np.full(self.num_envs, None, dtype=object)
