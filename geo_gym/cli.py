@@ -92,6 +92,18 @@ def start_rule(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def autoreset_mode(text: str):
+    """A gymnasium ``AutoresetMode`` by its value: NextStep | SameStep | Disabled."""
+    from gymnasium.vector import AutoresetMode
+
+    try:
+        return AutoresetMode(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be one of {', '.join(m.value for m in AutoresetMode)}, got {text!r}"
+        ) from None
+
+
 def progress(iterable, desc: str, total: int | None = None, *, unit: str = "runs", stream=None,
              every_s: float = 30.0, leave: bool = True):
     """Progress over ``iterable``: a tqdm bar when ``stream`` (default: stderr) is a terminal;

@@ -459,28 +459,39 @@ def step_env(c, o, e, action, cost_weight, scale, obs, mask):
 
 
 @_jit
-def step_batch(c, o, actions, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated, obs, masks):
-    """Step every env of the batch once: the native vector env's whole inner loop."""
-    for e in range(actions.shape[0]):
+def _step_or_skip(c, o, e, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated, obs, masks):
+    """Row e of ``step_batch``: ``step_env`` if env e steps, else a step of nothing."""
+    if stepping[e]:
         rewards[e], reward_jct[e], reward_cost[e], invalid[e], terminated[e] = step_env(
             c, o, e, actions[e], cost_weight, scale[e], obs[e], masks[e]
         )
+    else:
+        rewards[e], reward_jct[e], reward_cost[e], invalid[e], terminated[e] = 0.0, 0.0, 0.0, False, False
+
+
+@_jit
+def step_batch(c, o, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated, obs, masks):
+    """Step every env of the batch marked in ``stepping`` once (the others, just reset by a
+    NEXT_STEP autoreset, get reward 0): the native vector env's whole inner loop."""
+    for e in range(actions.shape[0]):
+        _step_or_skip(c, o, e, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost,
+                      invalid, terminated, obs, masks)
 
 
 @numba.njit(cache=True, parallel=True)
-def step_batch_parallel(c, o, actions, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated, obs, masks):
+def step_batch_parallel(c, o, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated, obs, masks):
     """``step_batch`` with the envs spread over numba's threads (``numba.set_num_threads``).
     Env e reads and writes only row e of the core and the options (and allocates its own
     scratch), so the results are exactly those of ``step_batch``."""
     for e in numba.prange(actions.shape[0]):
-        rewards[e], reward_jct[e], reward_cost[e], invalid[e], terminated[e] = step_env(
-            c, o, e, actions[e], cost_weight, scale[e], obs[e], masks[e]
-        )
+        _step_or_skip(c, o, e, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost,
+                      invalid, terminated, obs, masks)
 
 
 SUMMARY_KEYS = (
     "avg_jct_h", "total_cost", "makespan_h", "avg_wait_h", "failures", "false_restarts", "rerun_gpu_h", "rerun_cost",
 )
+SUMMARY_COUNTS = ("failures", "false_restarts")  # the summary's integers (ints in an env's info)
 
 
 @_jit
@@ -503,7 +514,7 @@ def summary_values(c, e, out):
         last = max(last, c.end_s[e, j])
     out[0] = jct / n / SECONDS_PER_HOUR
     out[1] = cost
-    out[2] = (last - first) / SECONDS_PER_HOUR
+    out[2] = (last - first) / SECONDS_PER_HOUR if not np.isnan(jct) else np.nan  # unfinished: undefined
     out[3] = wait / n / SECONDS_PER_HOUR
     out[4] = c.n_fail_total[e]
     out[5] = c.n_false_restart_total[e]

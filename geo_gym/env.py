@@ -55,10 +55,12 @@ Empty cluster at t = 0; the workload is drawn from the scenario with a seed from
 
 ## Episode End
 Terminated when every job has ended. At the end ``info`` holds ``avg_jct_h``, ``total_cost``,
-``makespan_h``, ``avg_wait_h``, ``failures``, ``reward_scale`` and ``jobs`` (records).
+``makespan_h``, ``avg_wait_h``, ``failures``, ``reward_scale`` and ``jobs`` (a record per job;
+``job_records=False`` leaves them out: building them costs about as much as a reset).
 Truncated after ``max_idle_steps`` consecutive steps that change nothing: a masked action
 when no event is pending (time cannot advance and nothing is placed), so that no policy,
-masked or not, can loop forever. A truncated episode's ``info`` has ``truncated_idle`` = True.
+masked or not, can loop forever. A truncated episode's last ``info`` has the same keys (its
+unfinished jobs make ``avg_jct_h`` and ``makespan_h`` NaN) and ``truncated_idle`` = True.
 
 ## Arguments
 ``scenario`` (name or ``Scenario``), ``scenario_kwargs`` (its knobs), ``window`` (W, 8),
@@ -68,7 +70,8 @@ sized for; it grows to fit any workload),
 "schedmate"), ``warmup_workloads`` (workloads whose jobs pre-fill the retrieval history),
 ``warmup_scenario`` (instead, one fixed workload whose jobs pre-fill it, e.g. the preceding
 trace window), ``max_idle_steps`` (100: consecutive steps that change nothing before the
-episode is truncated), ``start_rule`` (how few GPUs a job may start on: "memory", the physical minimum
+episode is truncated), ``job_records`` (True: the last ``info`` holds a record per job),
+``start_rule`` (how few GPUs a job may start on: "memory", the physical minimum
 of its model's memory, is the built-in scenarios' default; "any", "fraction:X", "kstar",
 "request"; None keeps the scenario's own; ``geo_gym/start_rule.py``), ``render_mode``
 (None, "rgb_array" or "human"; see Rendering).
@@ -171,8 +174,8 @@ def episode_summary(core: sim.Core, e: int) -> dict[str, float]:
     values = np.empty(len(decision.SUMMARY_KEYS))
     decision.summary_values(core, e, values)
     out = dict(zip(decision.SUMMARY_KEYS, values.tolist(), strict=True))
-    out["failures"] = int(out["failures"])
-    out["false_restarts"] = int(out["false_restarts"])
+    for key in decision.SUMMARY_COUNTS:
+        out[key] = int(out[key])
     return out
 
 
@@ -210,6 +213,7 @@ class GeoPipeEnv(gym.Env):
         start_rule: StartRule | str | None = None,
         max_idle_steps: int = 100,
         render_mode: str | None = None,
+        job_records: bool = True,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
@@ -232,6 +236,9 @@ class GeoPipeEnv(gym.Env):
         if isinstance(max_idle_steps, bool) or int(max_idle_steps) != max_idle_steps or max_idle_steps < 1:
             raise ValueError(f"max_idle_steps must be an integer >= 1, got {max_idle_steps!r}")
         self.max_idle_steps = int(max_idle_steps)
+        if not isinstance(job_records, bool | np.bool_):
+            raise ValueError(f"job_records must be True or False, got {job_records!r}")
+        self.job_records = bool(job_records)
         self._idle_steps = 0
         self.uncertainty = as_uncertainty(uncertainty)
         if int(warmup_workloads) != warmup_workloads or warmup_workloads < 0:
@@ -321,10 +328,11 @@ class GeoPipeEnv(gym.Env):
         info["invalid_action"] = bool(invalid)
         info["reward_jct"] = float(reward_jct)
         info["reward_cost"] = float(reward_cost)
-        if terminated:
+        if terminated or truncated:
             info.update(episode_summary(self.core, 0))
             info["reward_scale"] = self._scale
-            info["jobs"] = episode_records(self.core, 0, self.jobs, self.current_scenario.cluster.names)
+            if self.job_records:
+                info["jobs"] = episode_records(self.core, 0, self.jobs, self.current_scenario.cluster.names)
         if truncated:
             info["truncated_idle"] = True
         if self.render_mode == "human":

@@ -7,13 +7,16 @@ with something else or only evaluate.
 from __future__ import annotations
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.vec_env import VecEnv
 
 from geo_gym.vector import SUMMARY_KEYS, GeoPipeVectorEnv
 
 
 class SB3VecEnv(VecEnv):
-    """stable-baselines3's ``VecEnv`` over a ``GeoPipeVectorEnv``: dones auto-reset, each
+    """stable-baselines3's ``VecEnv`` over a ``GeoPipeVectorEnv`` in any autoreset mode: dones
+    auto-reset in the step that ends them (SB3's contract; under ``NEXT_STEP`` or ``DISABLED``
+    the adapter resets the finished envs with a ``reset_mask``, the same episodes), each
     finished env's info carries ``terminal_observation``, the episode summary and SB3's
     ``episode`` record (r, l); ``env_method("action_masks")`` serves MaskablePPO."""
 
@@ -39,13 +42,21 @@ class SB3VecEnv(VecEnv):
         obs, rewards, terminated, truncated, info = self.venv.step(self._actions)
         self._ep_return += rewards
         self._ep_len += 1
-        infos = [{"action_mask": info["action_mask"][e]} for e in range(self.num_envs)]
         dones = terminated | truncated
+        if self.venv.autoreset_mode == AutoresetMode.SAME_STEP:
+            final_obs, final_info = info.get("final_obs"), info.get("final_info", {})
+        else:  # the step returned the finished episodes' last observations and infos
+            final_obs, final_info = obs, info
+            if dones.any():
+                obs, _ = self.venv.reset(options={"reset_mask": dones})
+        masks = self.venv.action_masks()
+        infos = [{"action_mask": masks[e]} for e in range(self.num_envs)]
         for e in np.flatnonzero(dones):
-            infos[e]["terminal_observation"] = info["final_obs"][e]
+            infos[e]["terminal_observation"] = final_obs[e]
             infos[e]["TimeLimit.truncated"] = bool(truncated[e])
-            for key in (*SUMMARY_KEYS, "reward_scale"):
-                infos[e][key] = float(info["final_info"][key][e])
+            if "reward_scale" in final_info and final_info["_reward_scale"][e]:  # not after a step limit
+                for key in (*SUMMARY_KEYS, "reward_scale"):
+                    infos[e][key] = float(final_info[key][e])
             infos[e]["episode"] = {"r": float(self._ep_return[e]), "l": int(self._ep_len[e])}
             self._ep_return[e] = 0.0
             self._ep_len[e] = 0

@@ -2,23 +2,34 @@
 (``geo_gym.sb3.SB3VecEnv`` adapts it to stable-baselines3.)
 
 Sub-env i behaves exactly like ``GeoPipeEnv`` reset with seed ``seed + i``: same workload
-draws, same decisions, same rewards (tested). The batch shares one ``sim.Core`` whose arrays
-have a leading env axis, and ``decision.step_batch`` loops over the envs in numba, so a step
-costs no Python per env; only episode ends (new workload) go back to Python. With
-``parallel=True`` the loop runs on numba's threads (``decision.step_batch_parallel``).
+draws, same decisions, same rewards, same infos: step for step the results of gymnasium's
+``SyncVectorEnv`` over ``GeoPipeEnv`` in the same autoreset mode (tested). The batch shares one
+``sim.Core`` whose arrays have a leading env axis, and ``decision.step_batch`` loops over the
+envs in numba, so a step costs no Python per env; only episode ends (new workload) go back to
+Python. With ``parallel=True`` the loop runs on numba's threads (``decision.step_batch_parallel``).
 
-Autoreset is ``SAME_STEP``: a finished sub-env (terminated, or truncated after
-``max_idle_steps`` steps that changed nothing, as ``GeoPipeEnv``) is reset inside the step that
-ended it; that step returns the new episode's first observation, with ``info["final_obs"]`` /
-``info["final_info"]`` (and ``_final_obs`` / ``_final_info`` masks) for the finished one
-(``final_info["truncated_idle"]`` marks truncations, whose unfinished jobs make the JCT NaN).
+Autoreset (``autoreset_mode``, https://farama.org/Vector-Autoreset-Mode; gymnasium's default,
+``NEXT_STEP``, unless given): a sub-env's episode ends when it terminates, or is truncated after
+``max_idle_steps`` steps that changed nothing (as ``GeoPipeEnv``) or after
+``max_episode_steps`` steps (as gymnasium's ``TimeLimit``, which ``gym.make`` adds for it);
 
-Infos are batched arrays: every step carries ``action_mask`` (N, n_actions), and
-``invalid_action``, ``reward_jct``, ``reward_cost`` (the reward's two parts, as
-``GeoPipeEnv``'s, the finishing step's included) and ``time_h`` (each env's clock, the new
-episode's for an env that just reset), each (N,); ``final_info`` carries the episode summary
-(``SUMMARY_KEYS``) and ``reward_scale``. The single env's per-job records are not built here
-(Python per job); run ``GeoPipeEnv`` or ``geo_gym.simulate`` with the same seed for them.
+- ``NEXT_STEP``: the step that ends it returns its last observation and info; the next step
+  resets it (its action is ignored, reward 0, info that of ``reset``).
+- ``SAME_STEP``: the step that ends it resets it and returns the new episode's first
+  observation; the finished episode's last observation and info are in ``info["final_obs"]``
+  and ``info["final_info"]``.
+- ``DISABLED``: stepping an env whose episode ended is an error until
+  ``reset(options={"reset_mask": mask})`` resets it (or a full ``reset``).
+
+Infos follow gymnasium's vector convention: each of the single env's info keys holds one
+entry per env, and ``info["_key"]`` marks the envs whose single-env info has it (the others
+hold zeros). Every step: ``action_mask`` (N, n_actions) and ``time_h``, each env's current
+episode's; ``invalid_action``, ``reward_jct``, ``reward_cost`` (the reward's two parts) of the
+envs that stepped in their episode. At an episode's end the single env's summary
+(``SUMMARY_KEYS``), ``reward_scale``, ``jobs`` (per-job records, with ``job_records=True``:
+they are off by default here, on in ``GeoPipeEnv``), and ``truncated_idle`` for an idle
+truncation: at the top level (``NEXT_STEP``, ``DISABLED``) or in ``final_info``
+(``SAME_STEP``, with everything else the single env's last step gave).
 """
 
 from __future__ import annotations
@@ -28,10 +39,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from geo_gym import decision, sim
-from geo_gym.env import GeoPipeEnv
+from geo_gym.env import GeoPipeEnv, episode_records
 from geo_gym.loading import required_sizes, start_episode
 from geo_gym.state import SECONDS_PER_HOUR
 
@@ -53,12 +65,56 @@ def _actions(actions, num_envs: int, n: int) -> np.ndarray:
     return a.astype(np.int64)
 
 
-class GeoPipeVectorEnv(gym.vector.VectorEnv):
-    """``num_envs`` GeoPipe simulations; arguments as ``GeoPipeEnv``, plus ``parallel``: step
-    the envs on numba's threads (``NUMBA_NUM_THREADS`` / ``numba.set_num_threads``; same
-    results, more throughput on a multi-core machine; episode resets stay in Python, serial)."""
+def autoreset_mode_of(mode) -> AutoresetMode:
+    """An ``AutoresetMode``, or its value ("NextStep", "SameStep", "Disabled")."""
+    try:
+        return AutoresetMode(mode)
+    except ValueError:
+        raise ValueError(
+            f"autoreset_mode must be one of gymnasium.vector.AutoresetMode "
+            f"{[m.value for m in AutoresetMode]}, got {mode!r}"
+        ) from None
 
-    metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "render_modes": []}
+
+def _reset_mask(options: dict | None, num_envs: int) -> np.ndarray | None:
+    """``options["reset_mask"]`` checked as gymnasium's ``SyncVectorEnv`` checks it."""
+    if not options or "reset_mask" not in options:
+        return None
+    mask = options["reset_mask"]
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (num_envs,):
+        raise ValueError(f"options['reset_mask'] must be a numpy bool array of shape ({num_envs},), got {mask!r}")
+    if not mask.any():
+        raise ValueError("options['reset_mask'] must mark at least one env")
+    return mask
+
+
+def _add(infos: dict, values: dict[str, np.ndarray], mask: np.ndarray | None) -> None:
+    """Put batched ``values`` (copied) into ``infos`` with their ``_key`` masks: where ``mask``
+    is False the value is zero (None for objects), as in gymnasium's ``VectorEnv._add_info``;
+    mask None: every env has them."""
+    if mask is None:
+        every = np.ones(len(next(iter(values.values()))), np.bool_)
+        for key, value in values.items():
+            infos[key] = value.copy()
+            infos[f"_{key}"] = every.copy()
+        return
+    for key, value in values.items():
+        where = mask.reshape(mask.shape + (1,) * (value.ndim - 1))
+        blank = np.full_like(value, None) if value.dtype == object else np.zeros_like(value)
+        infos[key] = np.where(where, value, blank)
+        infos[f"_{key}"] = mask.copy()
+
+
+class GeoPipeVectorEnv(gym.vector.VectorEnv):
+    """``num_envs`` GeoPipe simulations; arguments as ``GeoPipeEnv``, plus ``parallel`` (step
+    the envs on numba's threads, ``NUMBA_NUM_THREADS`` / ``numba.set_num_threads``: same
+    results, more throughput on a multi-core machine; episode resets stay in Python, serial),
+    ``autoreset_mode`` (module docstring), ``max_episode_steps`` (None: no step limit; what
+    ``gym.make_vec`` passes for it), ``render_mode`` (None: the native env does not render) and
+    ``job_records`` (False here: the per-job records of a finished episode cost about as much
+    Python as drawing the next episode; True gives them, as ``GeoPipeEnv`` does by default)."""
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
     def __init__(
         self,
@@ -74,6 +130,10 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         parallel: bool = False,
         start_rule=None,
         max_idle_steps: int = 100,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        max_episode_steps: int | None = None,
+        render_mode: str | None = None,
+        job_records: bool = False,
         **kwargs,
     ):
         if int(num_envs) != num_envs or num_envs < 1:
@@ -82,11 +142,26 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             raise TypeError(f"unexpected arguments {sorted(kwargs)}")
         if not isinstance(parallel, bool | np.bool_):
             raise ValueError(f"parallel must be True or False, got {parallel!r}")
+        if max_episode_steps is not None and (
+            isinstance(max_episode_steps, bool) or int(max_episode_steps) != max_episode_steps or max_episode_steps < 1
+        ):
+            raise ValueError(f"max_episode_steps must be an integer >= 1 or None, got {max_episode_steps!r}")
+        if render_mode is not None:
+            raise ValueError(
+                f"GeoPipeVectorEnv does not render: render_mode must be None, got {render_mode!r} (for "
+                "pictures: gym.make_vec(..., vectorization_mode='sync', render_mode=...) renders each "
+                "GeoPipeEnv, and geo_gym.plot_schedule draws a simulate result)"
+            )
+        self.autoreset_mode = autoreset_mode_of(autoreset_mode)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = render_mode
+        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         # The single env validates the arguments and fixes the spaces.
         self._template = GeoPipeEnv(
             scenario, scenario_kwargs, window, cost_weight, max_jobs, uncertainty, warmup_workloads,
-            warmup_scenario, start_rule, max_idle_steps,
+            warmup_scenario, start_rule, max_idle_steps, job_records=job_records,
         )
+        self.job_records = self._template.job_records
         self.num_envs = int(num_envs)
         self.parallel = bool(parallel)
         self._step_batch = decision.step_batch_parallel if self.parallel else decision.step_batch
@@ -112,6 +187,10 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self._invalid = np.zeros(self.num_envs, np.bool_)
         self._terminated = np.zeros(self.num_envs, np.bool_)
         self._idle_steps = np.zeros(self.num_envs, np.int64)
+        self._episode_steps = np.zeros(self.num_envs, np.int64)
+        self._ended = np.zeros(self.num_envs, np.bool_)  # episode ended, env not reset yet
+        self._any_ended = False
+        self._every = np.ones(self.num_envs, np.bool_)  # every env steps (never handed out)
         self._scale = np.ones(self.num_envs)
         self._rngs: list[np.random.Generator] = [seeding.np_random(None)[0] for _ in range(num_envs)]
         self.jobs: list[list] = [[] for _ in range(num_envs)]
@@ -126,31 +205,84 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         decision.begin(self.core, self.opts, e, self._obs[e], self._masks[e])
         self._check_deadlock(e)
         self._idle_steps[e] = 0
+        self._episode_steps[e] = 0
+        self._ended[e] = False
+        self._any_ended = bool(self._ended.any())
 
     def _check_deadlock(self, e: int) -> None:
         if self.opts.deadlock[e]:
             stuck = [self.jobs[e][j].name for j in self.core.pending[e, : self.core.n_pending[e]]]
             raise RuntimeError(f"env {e}: no rule can ever place pending jobs {stuck}")
 
-    def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
-        if seed is not None:
-            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"got {len(seeds)} seeds for {self.num_envs} envs")
-            self._rngs = [seeding.np_random(s)[0] for s in seeds]
-        for e in range(self.num_envs):
-            self._load(e)
-        return self._obs.copy(), {"action_mask": self._masks.copy(), "time_h": self.core.now_s / SECONDS_PER_HOUR}
+    def _state_info(self) -> dict[str, np.ndarray]:
+        """What every info of the single env carries: the current mask and clock."""
+        return {"action_mask": self._masks, "time_h": self.core.now_s / SECONDS_PER_HOUR}
+
+    def _end_info(self, summarized: np.ndarray, idle: np.ndarray) -> dict:
+        """The single env's episode-end keys, batched: the summary, ``reward_scale`` (and
+        ``jobs``) of the envs in ``summarized`` (terminated or idle-truncated), and
+        ``truncated_idle`` of those in ``idle``."""
+        values = np.zeros((len(SUMMARY_KEYS), self.num_envs))
+        for e in np.flatnonzero(summarized):
+            decision.summary_values(self.core, e, values[:, e])
+        summary = dict(zip(SUMMARY_KEYS, values, strict=True))
+        for key in decision.SUMMARY_COUNTS:  # ints in the single env's info
+            summary[key] = summary[key].astype(np.int64)
+        summary["reward_scale"] = self._scale
+        if self.job_records:
+            summary["jobs"] = np.full(self.num_envs, None, dtype=object)
+            for e in np.flatnonzero(summarized):
+                summary["jobs"][e] = episode_records(self.core, e, self.jobs[e], self.scenarios[e].cluster.names)
+        info: dict[str, Any] = {}
+        if summarized.any():
+            _add(info, summary, summarized)
+        if idle.any():
+            _add(info, {"truncated_idle": idle}, idle)
+        return info
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict | None = None):
+        """Reset every env, or with ``options={"reset_mask": mask}`` those marked (the others
+        keep their state). ``seed``: None (each env's generator goes on), an int (env i gets
+        ``seed + i``) or one seed (or None) per env."""
+        mask = _reset_mask(options, self.num_envs)
+        if seed is None:
+            seeds = [None] * self.num_envs
+        elif isinstance(seed, int | np.integer):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"got {len(seeds)} seeds for {self.num_envs} envs")
+        envs = range(self.num_envs) if mask is None else np.flatnonzero(mask)
+        for e in envs:
+            if seeds[e] is not None:
+                self._rngs[e] = seeding.np_random(seeds[e])[0]
+            self._load(int(e))
+        infos: dict[str, Any] = {}
+        _add(infos, self._state_info(), mask)
+        return self._obs.copy(), infos
 
     def step(self, actions):
         if self.scenarios[0] is None:
             raise RuntimeError("call reset() before step()")
         actions = _actions(actions, self.num_envs, self.single_action_space.n)
+        resetting = None  # NEXT_STEP: the envs whose episode ended at the last step reset now
+        if self._any_ended:
+            resetting = self._ended.copy()
+            if self.autoreset_mode == AutoresetMode.DISABLED:
+                raise RuntimeError(
+                    f"envs {np.flatnonzero(resetting).tolist()} ended their episode and autoreset_mode "
+                    "is DISABLED: reset them first, e.g. reset(options={'reset_mask': terminated | truncated})"
+                )
+            for e in np.flatnonzero(resetting):
+                self._load(int(e))
+        stepping = self._every if resetting is None else ~resetting
         could_wait = self.opts.wait_ok.copy()
         self._step_batch(
             self.core,
             self.opts,
             actions,
+            stepping,
             self.cost_weight,
             self._scale,
             self._rewards,
@@ -161,36 +293,50 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             self._obs,
             self._masks,
         )
-        for e in np.flatnonzero(self.opts.deadlock):
-            self._check_deadlock(int(e))
-        infos: dict[str, Any] = {
-            "invalid_action": self._invalid.copy(),
-            "reward_jct": self._reward_jct.copy(),
-            "reward_cost": self._reward_cost.copy(),
-        }
+        if self.opts.deadlock.any():
+            for e in np.flatnonzero(self.opts.deadlock):
+                self._check_deadlock(int(e))
+        terminated = self._terminated.copy()
         # GeoPipeEnv's truncation: max_idle_steps steps in a row that changed nothing
         idle = self._invalid & ~could_wait
         self._idle_steps = np.where(idle, self._idle_steps + 1, 0)
-        truncated = ~self._terminated & (self._idle_steps >= self.max_idle_steps)
-        done_envs = np.flatnonzero(self._terminated | truncated)
-        if done_envs.size:
-            final_obs = np.empty(self.num_envs, dtype=object)
-            values = np.zeros((len(SUMMARY_KEYS), self.num_envs))
-            scale = np.zeros(self.num_envs)
-            for e in done_envs:
-                final_obs[e] = self._obs[e].copy()
-                decision.summary_values(self.core, e, values[:, e])
-                scale[e] = self._scale[e]
-                self._load(int(e))
-            summary = dict(zip(SUMMARY_KEYS, values, strict=True))
-            summary["reward_scale"] = scale
-            summary["truncated_idle"] = truncated.copy()
-            mask = self._terminated | truncated
-            summary.update({f"_{key}": mask for key in summary})
-            infos.update(final_obs=final_obs, _final_obs=mask, final_info=summary, _final_info=mask)
-        infos["action_mask"] = self._masks.copy()
-        infos["time_h"] = self.core.now_s / SECONDS_PER_HOUR
-        return self._obs.copy(), self._rewards.copy(), self._terminated.copy(), truncated, infos
+        idle_truncated = ~terminated & (self._idle_steps >= self.max_idle_steps)
+        truncated = idle_truncated
+        if self.max_episode_steps is not None:  # gymnasium's TimeLimit: truncated even if terminated
+            self._episode_steps += stepping
+            truncated = idle_truncated | (self._episode_steps >= self.max_episode_steps)
+        ended = terminated | truncated
+        any_ended = bool(ended.any())
+        step_info = {"invalid_action": self._invalid, "reward_jct": self._reward_jct, "reward_cost": self._reward_cost}
+        infos: dict[str, Any] = {}
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            if any_ended:
+                # the finished episodes' last observation and info, then their new episodes
+                final_info: dict[str, Any] = {}
+                _add(final_info, {**self._state_info(), **step_info}, ended)
+                final_info.update(self._end_info(terminated | idle_truncated, idle_truncated))
+                final_obs = np.full(self.num_envs, None, dtype=object)
+                for e in np.flatnonzero(ended):
+                    final_obs[e] = self._obs[e].copy()
+                    self._load(int(e))
+                infos.update(final_obs=final_obs, _final_obs=ended.copy(), final_info=final_info,
+                             _final_info=ended.copy())
+                _add(infos, step_info, ~ended)  # the finished episodes' are in final_info
+                _add(infos, self._state_info(), None)
+            else:
+                _add(infos, {**step_info, **self._state_info()}, None)
+        else:
+            if resetting is None:
+                _add(infos, {**step_info, **self._state_info()}, None)
+            else:  # the envs that reset instead of stepping have no step keys
+                _add(infos, step_info, stepping)
+                _add(infos, self._state_info(), None)
+            if any_ended:
+                infos.update(self._end_info(terminated | idle_truncated, idle_truncated))
+            self._ended = ended
+            self._any_ended = any_ended
+        return self._obs.copy(), self._rewards.copy(), terminated, truncated, infos
 
     def action_masks(self) -> np.ndarray:
+        """The current action mask of every env (N, n_actions)."""
         return self._masks.copy()

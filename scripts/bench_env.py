@@ -1,6 +1,6 @@
 """Env steps per second: the native vector env beside gymnasium's SyncVectorEnv.
 
-    python scripts/bench_env.py [--scenario paper-default] [--seconds 3]
+    python scripts/bench_env.py [--scenario paper-default] [--seconds 3] [--autoreset-mode SameStep]
 
 All run uniformly random valid actions (drawn from the action mask) for N in
 {1, 16, 64, 256}; the table gives steps/s (env steps, i.e. N per vector step) of the native
@@ -8,7 +8,9 @@ env on one thread, of the native env with ``parallel=True`` (numba's threads, as
 ``NUMBA_NUM_THREADS``, here printed first), of SyncVectorEnv over the single env, and the
 ratios. Two more columns explain the native numbers: the mean episode length in steps, and
 the time to draw and load one new episode (a reset of the native env divided by N), which
-every episode pays once in Python, on one thread.
+every episode pays once in Python, on one thread. Both vector envs run in the same
+``--autoreset-mode`` (gymnasium's ``AutoresetMode``; default SameStep, the mode of the numbers in
+docs/performance.md).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ parser.add_argument("--scenario", default="paper-default")
 parser.add_argument("--scenario-kwargs", type=cli.json_object, default={}, help='JSON, e.g. \'{"num_regions": 6}\'')
 parser.add_argument("--seconds", type=cli.positive_float, default=3.0, help="wall time per measurement")
 parser.add_argument("--num-envs", type=cli.positive_int, nargs="+", default=[1, 16, 64, 256])
+parser.add_argument("--autoreset-mode", type=cli.autoreset_mode, default="SameStep",
+                    help="NextStep | SameStep | Disabled (Disabled: the finished envs are reset with a reset_mask)")
 parser.add_argument("--start-rule", type=cli.start_rule, default=None,
                     help="memory | any | fraction:X | kstar | request; default: the scenario's own")
 args = parser.parse_args()
@@ -42,21 +46,30 @@ def random_valid(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return u.argmax(axis=1)
 
 
+def step(env, masks: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One vector step of random valid actions; (terminated, the next masks). Under DISABLED
+    the finished envs are reset with a ``reset_mask``, as a user of that mode does."""
+    _, _, terminated, truncated, info = env.step(random_valid(masks, rng))
+    masks = info["action_mask"]
+    ended = terminated | truncated
+    if env.metadata["autoreset_mode"] == gym.vector.AutoresetMode.DISABLED and ended.any():
+        _, info = env.reset(options={"reset_mask": ended})
+        masks = np.where(ended[:, None], info["action_mask"], masks)
+    return terminated, masks
+
+
 def measure(env, seconds: float) -> tuple[float, float]:
     """(env steps per second, mean episode length in steps)."""
     rng = np.random.default_rng(0)
     _, info = env.reset(seed=0)
     masks = info["action_mask"]
-    # warm-up (numba dispatch, first resets)
-    for _ in range(20):
-        _, _, _, _, info = env.step(random_valid(masks, rng))
-        masks = info["action_mask"]
+    for _ in range(20):  # warm-up (numba dispatch, first resets)
+        _, masks = step(env, masks, rng)
     steps = 0
     episodes = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        _, _, terminated, _, info = env.step(random_valid(masks, rng))
-        masks = info["action_mask"]
+        terminated, masks = step(env, masks, rng)
         steps += 1
         episodes += int(terminated.sum())
     elapsed = time.perf_counter() - start
@@ -76,12 +89,13 @@ def reset_us(env, repeats: int = 5) -> float:
 print(f"numba threads: {numba.get_num_threads()}")
 rows = []
 for n in args.num_envs:
-    venv = GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, start_rule=args.start_rule)
+    kwargs = {"start_rule": args.start_rule, "autoreset_mode": args.autoreset_mode}
+    venv = GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, **kwargs)
     native, ep_len = measure(venv, args.seconds)
-    parallel, _ = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, parallel=True, start_rule=args.start_rule), args.seconds)
+    parallel, _ = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, parallel=True, **kwargs), args.seconds)
     sync_env = gym.vector.SyncVectorEnv(
         [lambda: GeoPipeEnv(args.scenario, args.scenario_kwargs, start_rule=args.start_rule) for _ in range(n)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        autoreset_mode=args.autoreset_mode,
     )
     sync, _ = measure(sync_env, args.seconds)
     rows.append({

@@ -48,7 +48,7 @@ def run_everything(seed: int, start_rule: str | None) -> None:
             if done:
                 obs, info = env.reset()
         venv = GeoPipeVectorEnv(3, scen, kw, uncertainty=unc, start_rule=start_rule,
-                                parallel=bool(seed % 2))
+                                parallel=bool(seed % 2), autoreset_mode="SameStep")
         obs, info = venv.reset(seed=seed)
         for _ in range(40):
             acts = [int(rng.choice(np.flatnonzero(m))) for m in info["action_mask"]]

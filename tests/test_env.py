@@ -268,6 +268,9 @@ def _always_masked_wait(env, steps):
 def test_an_episode_of_steps_that_change_nothing_is_truncated():
     steps, info = _always_masked_wait(GeoPipeEnv("paper-default", max_idle_steps=7), 50)
     assert steps == 7 and info["truncated_idle"]
+    # the end-of-episode keys as at a termination; nothing finished, so no JCT or makespan
+    assert np.isnan(info["avg_jct_h"]) and np.isnan(info["makespan_h"]) and info["total_cost"] == 0.0
+    assert len(info["jobs"]) == 8 and info["reward_scale"] > 0 and info["failures"] == 0
     env = GeoPipeEnv("paper-default")
     assert _always_masked_wait(env, 500)[0] == env.max_idle_steps == 100
     with pytest.raises(ValueError, match="max_idle_steps"):
@@ -275,7 +278,7 @@ def test_an_episode_of_steps_that_change_nothing_is_truncated():
 
 
 def test_the_vector_env_truncates_and_resets_idle_envs():
-    venv = GeoPipeVectorEnv(2, "paper-default", max_idle_steps=3)
+    venv = GeoPipeVectorEnv(2, "paper-default", max_idle_steps=3, autoreset_mode="SameStep")
     obs, info = venv.reset(seed=0)
     wait = venv._template.wait_action
     rng = np.random.default_rng(0)

@@ -400,7 +400,7 @@ def test_env_start_rule_setting():
 
 
 def _run_vector(rule: str, steps: int = 60):
-    venv = GeoPipeVectorEnv(2, start_rule=rule, window=4)
+    venv = GeoPipeVectorEnv(2, start_rule=rule, window=4, autoreset_mode="SameStep")  # every mask has a valid action
     obs, info = venv.reset(seed=3)
     rng = np.random.default_rng(0)
     held = []  # (gpus, min_gpus, kstar) of every running job after every step

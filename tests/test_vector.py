@@ -27,7 +27,7 @@ def test_make_vec_returns_native_vector_env_with_batched_mask():
 
 def test_vector_env_matches_single_envs_step_for_step():
     kwargs = {"num_regions": 4}
-    venv = GeoPipeVectorEnv(3, "random", kwargs, window=4)
+    venv = GeoPipeVectorEnv(3, "random", kwargs, window=4, autoreset_mode="SameStep")
     with pytest.raises(RuntimeError, match="reset"):
         venv.step(np.zeros(3, np.int64))
     obs, info = venv.reset(seed=10)
@@ -42,8 +42,8 @@ def test_vector_env_matches_single_envs_step_for_step():
         for i, s in enumerate(singles):
             o, r, t, _, i_single = s.step(int(acts[i]))
             assert r == rew[i] and t == term[i]
-            for key in ("reward_jct", "reward_cost"):
-                assert info[key][i] == i_single[key]
+            for key in ("reward_jct", "reward_cost"):  # the finished episode's: in final_info
+                assert (info["final_info"] if t else info)[key][i] == i_single[key]
             if t:
                 episodes += 1
                 assert np.array_equal(info["final_obs"][i], o)
@@ -61,8 +61,8 @@ def test_vector_env_matches_single_envs_step_for_step():
 def test_parallel_stepping_gives_the_serial_results(scenario, kwargs, uncertainty):
     """``parallel=True`` spreads the envs over threads; every observation, reward, mask and
     episode summary must stay exactly the serial one (the envs share no state)."""
-    serial = GeoPipeVectorEnv(6, scenario, kwargs, uncertainty=uncertainty)
-    threaded = GeoPipeVectorEnv(6, scenario, kwargs, uncertainty=uncertainty, parallel=True)
+    serial = GeoPipeVectorEnv(6, scenario, kwargs, uncertainty=uncertainty, autoreset_mode="SameStep")
+    threaded = GeoPipeVectorEnv(6, scenario, kwargs, uncertainty=uncertainty, parallel=True, autoreset_mode="SameStep")
     (o1, i1), (o2, i2) = serial.reset(seed=3), threaded.reset(seed=3)
     assert np.array_equal(o1, o2)
     rng = np.random.default_rng(1)
@@ -112,7 +112,7 @@ def test_maskable_ppo_and_ppo_accept_the_adapter():
 
 
 def test_vector_reset_takes_one_seed_per_env_and_masks_final_infos():
-    venv = GeoPipeVectorEnv(3, "paper-fig1", window=2)
+    venv = GeoPipeVectorEnv(3, "paper-fig1", window=2, autoreset_mode="SameStep")
     obs, _ = venv.reset(seed=[7, 3, 5])
     for i, seed in enumerate([7, 3, 5]):
         assert np.array_equal(obs[i], GeoPipeEnv("paper-fig1", window=2).reset(seed=seed)[0])
