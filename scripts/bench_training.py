@@ -103,16 +103,24 @@ def main() -> None:
                       f"predict {row['predict_ms']:.2f} ms, import {row['import_s']:.1f} s, "
                       f"torch._dynamo {'imported' if row['dynamo'] else 'not imported'} (load {row['load']:.1f})",
                       flush=True)
-    print("\nmedians over repeats:")
-    first = [r for r in rows if r["tree"] == str(trees[0]) and r["threads"] == args.threads[0]]
+    print("\nmedians over repeats (ratios: within each repeat, then the median):")
+
+    def steps(tree, threads) -> list[float]:
+        return [r["steps_per_s"] for r in rows if r["tree"] == str(tree) and r["threads"] == threads]
+
     for tree in trees:
         for threads in args.threads:
             mine = [r for r in rows if r["tree"] == str(tree) and r["threads"] == threads]
-            ratios = [m["steps_per_s"] / f["steps_per_s"] for m, f in zip(mine, first, strict=True)]
-            print(f"{tree}  threads {threads}: {statistics.median(r['steps_per_s'] for r in mine):.0f} steps/s "
-                  f"({statistics.median(ratios):.2f}x {trees[0].name or trees[0]} threads {args.threads[0]}, "
-                  f"median of the per-repeat ratios), predict {statistics.median(r['predict_ms'] for r in mine):.2f} ms, "
-                  f"import {statistics.median(r['import_s'] for r in mine):.1f} s")
+            text = (f"{tree}  threads {threads}: {statistics.median(steps(tree, threads)):.0f} steps/s, predict "
+                    f"{statistics.median(r['predict_ms'] for r in mine):.2f} ms, import "
+                    f"{statistics.median(r['import_s'] for r in mine):.1f} s")
+            if threads != args.threads[0]:
+                ratios = [a / b for a, b in zip(steps(tree, threads), steps(tree, args.threads[0]), strict=True)]
+                text += f"; {statistics.median(ratios):.2f}x its {args.threads[0]} thread(s)"
+            if tree != trees[0]:
+                ratios = [a / b for a, b in zip(steps(tree, threads), steps(trees[0], threads), strict=True)]
+                text += f"; {statistics.median(ratios):.2f}x {trees[0]} at {threads} thread(s)"
+            print(text)
 
 
 if __name__ == "__main__":
