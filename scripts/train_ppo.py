@@ -49,10 +49,12 @@ from pathlib import Path
 
 from geo_gym import cli
 
-# One thread: the policy is small (two 128-wide layers over a shared slot encoder), and a second
-# thread costs more in synchronisation than it saves. On the 2-core machine learn() ran
-# TODO-MEASURE (torch's default is one thread per core):
+# One thread: the policy is small (two 128-wide layers over a shared slot encoder). On the
+# 2-core machine, measured back to back at 73b681c (learn() steps/s, medians of 3 repeats of
 #     python scripts/bench_training.py --threads 1 2 --repeat 3
+# and the default run end to end), two threads run learn() 1.1-1.3x faster than one while the
+# machine is otherwise idle, but 5-30x slower while other processes use its cores (torch's
+# OpenMP threads then wait for each other), which is the shared machine's usual state.
 TORCH_THREADS = 1
 # torch, SB3 and pandas are imported once the flags are read (main): a bad flag or --help
 # answers at once instead of after seconds of imports.
