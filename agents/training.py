@@ -1,7 +1,9 @@
-"""SB3 set-up on the native vector env, checkpoints, and the evaluation callback."""
+"""SB3 set-up on the native vector env, checkpoints, and the callbacks that log a run:
+held-out evaluations against BACE-Pipe, the training episodes' outcomes, the run's settings."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
 import zipfile
@@ -13,20 +15,44 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import HParam
+from stable_baselines3.common.monitor import ResultsWriter
 from stable_baselines3.common.save_util import load_from_zip_file
+from stable_baselines3.common.vec_env import VecMonitor
 
 import baselines
 from agents.evaluation import evaluate
 from agents.features import SlotEncoder
+from agents.optim import EagerAdam
 from agents.policy import AgentPolicy
 from geo_gym.sb3 import SB3VecEnv
-from geo_gym.vector import GeoPipeVectorEnv
+from geo_gym.vector import SUMMARY_KEYS, GeoPipeVectorEnv
 
 ALGOS = {"ppo": PPO, "maskable-ppo": MaskablePPO}
+# scripts/train_ppo.py's PPO settings besides the rollout length (--n-steps)
+PPO_KWARGS = {"batch_size": 256, "learning_rate": 3e-4, "ent_coef": 0.01, "gamma": 1.0, "gae_lambda": 0.95}
+# the episode summary each finished training episode adds to its row of monitor.csv and to
+# SB3's episode record (rollout/ep_<key>_mean in TensorBoard)
+EPISODE_KEYS = SUMMARY_KEYS
 
 
-def make_vec_env(num_envs: int, scenario, scenario_kwargs=None, seed: int = 0, **env_kwargs) -> SB3VecEnv:
-    venv = SB3VecEnv(GeoPipeVectorEnv(num_envs, scenario, scenario_kwargs, **env_kwargs))
+def make_vec_env(num_envs: int, scenario, scenario_kwargs=None, seed: int = 0, monitor_dir=None,
+                 append: bool = False, **env_kwargs) -> VecMonitor:
+    """The native vector env as SB3's VecEnv, under SB3's ``VecMonitor``: each finished episode's
+    return, length, time and ``EPISODE_KEYS`` go into its ``info["episode"]`` (SB3's
+    rollout/ep_rew_mean and ``EpisodeMetrics``) and, with ``monitor_dir``, a row of
+    monitor_dir/monitor.csv (``append``: after the rows already there, e.g. a resumed run's,
+    with their start time, so that its ``t`` column keeps counting from the first start)."""
+    venv = VecMonitor(SB3VecEnv(GeoPipeVectorEnv(num_envs, scenario, scenario_kwargs, **env_kwargs)),
+                      info_keywords=EPISODE_KEYS)
+    if monitor_dir is not None:
+        path = Path(monitor_dir) / "monitor.csv"
+        append = append and path.exists()
+        if append:
+            with path.open() as f:
+                venv.t_start = json.loads(f.readline().lstrip("#"))["t_start"]
+        venv.results_writer = ResultsWriter(str(path), header={"t_start": venv.t_start, "env_id": "geo_gym/GeoPipe-v0"},
+                                            extra_keys=EPISODE_KEYS, override_existing=not append)
     venv.seed(seed)
     return venv
 
@@ -39,6 +65,10 @@ def make_model(algo: str, env, seed: int, tensorboard_log: str | None, **ppo_kwa
         # the observation size alone is ambiguous beyond 45 regions; the env knows its count
         "features_extractor_kwargs": {"num_regions": int(env.get_attr("num_regions")[0])},
         "net_arch": [128, 128],
+        # torch.optim.Adam's arithmetic without its torch._dynamo import (agents/optim.py); SB3
+        # gives Adam eps=1e-5 only when the class is exactly torch.optim.Adam, so it is given here
+        "optimizer_class": EagerAdam,
+        "optimizer_kwargs": {"eps": 1e-5},
     }
     return ALGOS[algo](
         "MlpPolicy", env, seed=seed, tensorboard_log=tensorboard_log, policy_kwargs=policy_kwargs,
@@ -182,9 +212,10 @@ class ProgressLines(BaseCallback):
 
 
 class CompareToBaceCallback(BaseCallback):
-    """Every ``every`` steps run the agent and BACE-Pipe on the same held-out seeds and log
-    both to TensorBoard: eval/agent_avg_jct_h, eval/bace_avg_jct_h, eval/jct_ratio, the total
-    costs and their ratio, and the infrastructure failures per episode of each."""
+    """Every ``every`` steps, and at the end of training (unless it has just done so), run the
+    agent and BACE-Pipe on the same held-out seeds and log both to TensorBoard:
+    eval/agent_avg_jct_h, eval/bace_avg_jct_h, eval/jct_ratio, the total costs and their ratio,
+    and the infrastructure failures per episode of each."""
 
     def __init__(self, every: int, scenario, seeds, scenario_kwargs=None, env_kwargs=None):
         super().__init__()
@@ -202,9 +233,19 @@ class CompareToBaceCallback(BaseCallback):
         self._last = self.num_timesteps - self.num_timesteps % self.every  # as CheckpointLast
 
     def _on_step(self) -> bool:
-        if self.num_timesteps - self._last < self.every:
-            return True
-        self._last = self.num_timesteps
+        if self.num_timesteps - self._last >= self.every:
+            self._last = self.num_timesteps
+            self._evaluate()
+        return True
+
+    def _on_training_end(self) -> None:
+        # every run logs eval/ at least once, whatever --eval-every; SB3 writes no log after
+        # the last update, so this one is written here (with the last update's train/ values)
+        if not self.history or self.history[-1]["timesteps"] != self.num_timesteps:
+            self._evaluate()
+            self.logger.dump(self.num_timesteps)
+
+    def _evaluate(self) -> None:
         agent = evaluate({"agent": AgentPolicy(self.model)}, self.scenario, self.seeds, self.scenario_kwargs, self.env_kwargs)
         row = {
             "timesteps": self.num_timesteps,
@@ -221,4 +262,47 @@ class CompareToBaceCallback(BaseCallback):
         for key, value in row.items():
             if key != "timesteps":
                 self.logger.record(f"eval/{key}", value)
+
+
+class EpisodeMetrics(BaseCallback):
+    """After each rollout, the training episodes' outcomes beside SB3's rollout/ep_rew_mean and
+    over the same episodes (SB3's last ``stats_window_size``, 100 by default): the mean of each
+    ``EPISODE_KEYS`` value as rollout/ep_<key>_mean (rollout/ep_avg_jct_h_mean,
+    rollout/ep_total_cost_mean, rollout/ep_failures_mean, ...). Needs ``make_vec_env``'s
+    VecMonitor, which puts them in SB3's episode records. Reads only: training is unchanged."""
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        episodes = [ep for ep in self.model.ep_info_buffer if EPISODE_KEYS[0] in ep]
+        if episodes:
+            for key in EPISODE_KEYS:
+                self.logger.record(f"rollout/ep_{key}_mean", float(np.mean([ep[key] for ep in episodes])))
+
+
+class RunSettings(BaseCallback):
+    """At the start of training, ``settings`` (a flat dict: the script's options) in
+    TensorBoard twice: as the text "settings" (a markdown table, TEXT tab) and as SB3's
+    ``HParam`` (HPARAMS tab, beside ``metrics``, the scalar tags to compare runs by). Values
+    that are not numbers, strings or booleans (dicts, lists, None) are written as JSON."""
+
+    METRICS = ("eval/jct_ratio", "eval/cost_ratio", "rollout/ep_rew_mean", "rollout/ep_avg_jct_h_mean")
+
+    def __init__(self, settings: dict, metrics=METRICS):
+        super().__init__()
+        self.settings = {key: value if isinstance(value, bool | int | float | str) else json.dumps(value)
+                         for key, value in settings.items()}
+        self.metrics = tuple(metrics)
+
+    def _on_training_start(self) -> None:
+        rows = "\n".join(f"| {key} | {value} |" for key, value in self.settings.items())
+        text_only = ("stdout", "log", "json", "csv")
+        self.logger.record("settings", f"| setting | value |\n|:--|:--|\n{rows}", exclude=text_only)
+        # HParam needs a value per metric but writes only the tags: the HPARAMS tab shows the
+        # run's own scalars under them
+        self.logger.record("hparams", HParam(self.settings, {m: 0.0 for m in self.metrics}), exclude=text_only)
+        self.logger.dump(self.num_timesteps)
+
+    def _on_step(self) -> bool:
         return True

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -78,8 +79,97 @@ def non_negative_float(text: str) -> float:
 
 def uncertainty(text: str):
     """A preset name (perfect | realistic | schedmate) or a JSON object of UncertaintyConfig
-    fields, optionally with "preset" as the base (``geo_gym.env.as_uncertainty``)."""
-    return json.loads(text) if text.startswith("{") else text
+    fields, optionally with "preset" as the base (``geo_gym.env.as_uncertainty``); checked as a
+    whole, with the per-field flags, by ``uncertainty_setting``."""
+    return json_object(text) if text.lstrip().startswith("{") else text
+
+
+def boolean(text: str) -> bool:
+    """true | false (also yes/no, on/off, 1/0), any case."""
+    value = text.strip().lower()
+    if value in ("true", "yes", "on", "1"):
+        return True
+    if value in ("false", "no", "off", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"must be true or false, got {text}")
+
+
+UNCERTAINTY_FLAG = "--uncertainty"
+# one argparse type per UncertaintyConfig field type; ranges are the config's to check
+_FIELD_TYPES = {bool: boolean, int: int, float: float, str: str, dict: json_object}
+
+
+def add_uncertainty_flags(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--uncertainty PRESET|JSON`` and one typed flag per ``UncertaintyConfig`` field,
+    ``--uncertainty.<field> VALUE``, each overriding that field of the preset (generated from
+    the dataclass: a new field gets its flag). Read them back with ``uncertainty_setting``."""
+    import dataclasses
+    import typing
+
+    from geo_gym.uncertainty.config import PRESETS, UncertaintyConfig
+
+    group = parser.add_argument_group(
+        "uncertainty (geo_gym.uncertainty.config.UncertaintyConfig): a preset, and any field "
+        f"overridden with {UNCERTAINTY_FLAG}.<field>")
+    group.add_argument(UNCERTAINTY_FLAG, type=uncertainty, default=default,
+                       help=f"a preset ({' | '.join(PRESETS)}) or a JSON object of fields, e.g. "
+                            '\'{"preset": "realistic", "predictor": "noisy"}\'')
+    hints = typing.get_type_hints(UncertaintyConfig)
+    presets = {name: UncertaintyConfig.preset(name) for name in PRESETS}
+    for f in dataclasses.fields(UncertaintyConfig):
+        kind = typing.get_origin(hints[f.name]) or hints[f.name]
+        values = {name: _shown(getattr(config, f.name)) for name, config in presets.items()}
+        shown = (f"every preset: {values['perfect']}" if len(set(values.values())) == 1
+                 else "presets: " + ", ".join(f"{name} {value}" for name, value in values.items()))
+        group.add_argument(f"{UNCERTAINTY_FLAG}.{f.name}", dest=f"uncertainty.{f.name}", type=_FIELD_TYPES[kind],
+                           default=argparse.SUPPRESS, metavar=kind.__name__.upper(), help=shown)
+
+
+def _shown(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else json.dumps(value)
+
+
+def uncertainty_setting(args: argparse.Namespace) -> str | dict:
+    """The uncertainty setting of ``add_uncertainty_flags``' flags: the ``--uncertainty`` value
+    alone (a preset name or a dict) when no per-field flag is given, else a dict of the fields,
+    with "preset" as the base and the per-field flags over the JSON's fields. The per-field
+    attributes leave ``args``. ValueError, in one line naming the flag, when the whole is not a
+    valid UncertaintyConfig (``geo_gym.env.as_uncertainty``)."""
+    prefix = "uncertainty."
+    typed = {key[len(prefix):]: value for key, value in vars(args).items() if key.startswith(prefix)}
+    for key in typed:
+        delattr(args, prefix + key)
+    import dataclasses
+
+    from geo_gym.uncertainty.config import UncertaintyConfig
+
+    setting = args.uncertainty
+    known = {f.name for f in dataclasses.fields(UncertaintyConfig)}
+    unknown = sorted(set(setting) - known - {"preset"}) if isinstance(setting, dict) else []
+    if unknown:
+        raise ValueError(f"{UNCERTAINTY_FLAG}: UncertaintyConfig has no field {unknown[0]!r} "
+                         f"(its fields: {', '.join(sorted(known))})")
+    if typed:
+        base = dict(setting) if isinstance(setting, dict) else {"preset": setting}
+        setting = {**base, **typed}
+    from geo_gym.env import as_uncertainty
+
+    try:
+        as_uncertainty(setting)
+    except (TypeError, ValueError) as err:
+        text = " ".join(str(err).split())
+        named = re.sub(r"UncertaintyConfig\.(\w+): ",
+                       lambda m: f"{UNCERTAINTY_FLAG}.{m[1]}: " if m[1] in typed else m[0], text)
+        raise ValueError(named if named != text else f"{UNCERTAINTY_FLAG}: {text}") from None
+    return setting
+
+
+def parse_uncertainty(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | dict:
+    """``uncertainty_setting`` with a bad value answered as an argparse error (one line)."""
+    try:
+        return uncertainty_setting(args)
+    except ValueError as err:
+        parser.error(str(err))
 
 
 def start_rule(text: str) -> str:

@@ -2,6 +2,10 @@
 ``VecEnv``, over a ``geo_gym.vector.GeoPipeVectorEnv``. Its own module so that the vector env
 does not import stable-baselines3 and torch (most of its import time) for users who train
 with something else or only evaluate.
+
+Episode returns and lengths are SB3's ``VecMonitor``'s job: wrap the adapter in it
+(``VecMonitor(SB3VecEnv(venv), info_keywords=SUMMARY_KEYS)``, as ``agents.training.make_vec_env``
+does) for rollout/ep_rew_mean and a monitor.csv with each episode's summary.
 """
 
 from __future__ import annotations
@@ -17,22 +21,18 @@ class SB3VecEnv(VecEnv):
     """stable-baselines3's ``VecEnv`` over a ``GeoPipeVectorEnv`` in any autoreset mode: dones
     auto-reset in the step that ends them (SB3's contract; under ``NEXT_STEP`` or ``DISABLED``
     the adapter resets the finished envs with a ``reset_mask``, the same episodes), each
-    finished env's info carries ``terminal_observation``, the episode summary and SB3's
-    ``episode`` record (r, l); ``env_method("action_masks")`` serves MaskablePPO."""
+    finished env's info carries ``terminal_observation`` and the episode summary
+    (``SUMMARY_KEYS``, ``reward_scale``); ``env_method("action_masks")`` serves MaskablePPO."""
 
     def __init__(self, venv: GeoPipeVectorEnv):
         self.venv = venv
         super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
         self._actions = np.zeros(venv.num_envs, dtype=np.int64)
         self._seed: int | None = None
-        self._ep_return = np.zeros(venv.num_envs)
-        self._ep_len = np.zeros(venv.num_envs, dtype=np.int64)
 
     def reset(self):
         obs, _ = self.venv.reset(seed=self._seed)
         self._seed = None
-        self._ep_return[:] = 0.0
-        self._ep_len[:] = 0
         return obs
 
     def step_async(self, actions):
@@ -40,8 +40,6 @@ class SB3VecEnv(VecEnv):
 
     def step_wait(self):
         obs, rewards, terminated, truncated, info = self.venv.step(self._actions)
-        self._ep_return += rewards
-        self._ep_len += 1
         dones = terminated | truncated
         if self.venv.autoreset_mode == AutoresetMode.SAME_STEP:
             final_obs, final_info = info.get("final_obs"), info.get("final_info", {})
@@ -57,9 +55,6 @@ class SB3VecEnv(VecEnv):
             if "reward_scale" in final_info and final_info["_reward_scale"][e]:  # not after a step limit
                 for key in (*SUMMARY_KEYS, "reward_scale"):
                     infos[e][key] = float(final_info[key][e])
-            infos[e]["episode"] = {"r": float(self._ep_return[e]), "l": int(self._ep_len[e])}
-            self._ep_return[e] = 0.0
-            self._ep_len[e] = 0
         return obs, rewards.astype(np.float32), dones, infos
 
     def action_masks(self) -> np.ndarray:

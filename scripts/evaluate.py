@@ -114,8 +114,6 @@ parser.add_argument("--policies", nargs="+", default=["bace_pipe", "sjf", "lcf",
 parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default="maskable-ppo", help="for checkpoints")
 parser.add_argument("--scenario", default="paper-default")
 parser.add_argument("--scenario-kwargs", type=cli.json_object, default={})
-parser.add_argument("--uncertainty", type=cli.uncertainty, default="perfect",
-                    help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
 parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=0)
 parser.add_argument("--window", type=cli.positive_int, default=8, help="the env's queue window (agents)")
 parser.add_argument("--cost-weight", type=cli.cost_weight, default=0.1)
@@ -132,6 +130,7 @@ parser.add_argument("--validation-seeds", type=cli.non_negative_int, default=10,
 parser.add_argument("--plot", action="store_true",
                     help="also write jct_cdf.png, cost.png and schedule_<policy>.png (each policy's "
                          "schedule on the first replicate)")
+cli.add_uncertainty_flags(parser, default="perfect")
 trace = parser.add_argument_group("traces (docs/traces.md)")
 trace.add_argument("--trace", choices=["philly", "acme"], help="evaluate on a trace instead of --scenario")
 trace.add_argument("--trace-file", type=Path, help="default: the committed synthetic sample of --trace")
@@ -542,12 +541,10 @@ def main(args) -> None:
             "--warmup-workloads replays draws of the workload itself, which for a trace is the window "
             "being evaluated; use --warmup-previous-window"
         )
-    from geo_gym.env import as_uncertainty
-
     try:
-        as_uncertainty(args.uncertainty)
-    except (TypeError, ValueError, KeyError) as err:
-        fail(f"--uncertainty: {in_flags(err)}")
+        args.uncertainty = cli.uncertainty_setting(args)
+    except ValueError as err:
+        fail(str(err))
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -4,19 +4,28 @@
     python scripts/train_ppo.py --scenario paper-default --uncertainty perfect --warmup-workloads 0 --name paper
     python scripts/train_ppo.py --timesteps 500000 --name long
     python scripts/train_ppo.py --name long --resume  # continue from runs/long/last.zip
+    python scripts/train_ppo.py --uncertainty realistic --uncertainty.failure_rate_per_gpu_hour 0.001
 
 The default workload is `recurring` (users resubmitting variants of their jobs, Poisson
 arrivals, templates' early ends, 45% on average) under the `realistic` uncertainty preset
 (user-estimate predictions, infrastructure failures at the Llama 3 rate, no failure
-handler): where fixed heuristics are weakest. Writes runs/<name>/: TensorBoard logs (tb/),
-the latest checkpoint (last.zip, every --checkpoint-every steps, each reloaded to verify it
-before it replaces the one before, which is kept as previous.zip), eval.csv (agent vs
-BACE-Pipe during training) and comparison.csv
+handler): where fixed heuristics are weakest; --uncertainty.<field> overrides one field of the
+preset (one flag per UncertaintyConfig field, listed by --help). Writes runs/<name>/:
+TensorBoard logs (tb/: SB3's scalars; rollout/ep_avg_jct_h_mean, rollout/ep_total_cost_mean,
+rollout/ep_failures_mean, ... over the training episodes of rollout/ep_rew_mean; eval/ every
+--eval-every steps and at the end; the options as the text "settings" and as HParams),
+monitor.csv (SB3's VecMonitor: a row per training episode, its return, length, time and
+summary), the latest checkpoint (last.zip, every --checkpoint-every steps, each reloaded to
+verify it before it replaces the one before, which is kept as previous.zip), eval.csv (agent
+vs BACE-Pipe during training) and comparison.csv
 (the final table on held-out seeds, which training never sees: seeds >= 1_000_000, with a
 "best fixed" row: the best queue order x placement rule chosen on separate validation seeds,
 agents/protocol.py), protocol.json (agent / best fixed in the trained objective with a
 bootstrap 95% CI over the paired test seeds),
 curve.png (the eval.csv curves) and settings.json (the options that define the run).
+
+The same --seed and --torch-threads give the same run; another thread count sums in another
+order and gives a different one.
 
 --resume continues runs/<name>/last.zip to --timesteps in all, with the run's own settings
 (a differing --scenario, --uncertainty, ... is an error), its TensorBoard logs in the same
@@ -38,26 +47,17 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-import baselines
-from agents.evaluation import comparison_table, evaluate
-from agents.policy import AgentPolicy
-from agents.protocol import order_rule_policies, paired_ratio, select_best_fixed, with_objective
-from agents.training import (
-    CheckpointError,
-    CheckpointLast,
-    CompareToBaceCallback,
-    ProgressLines,
-    load_model,
-    make_model,
-    make_vec_env,
-    pick_checkpoint,
-    previous_path,
-)
 from geo_gym import cli
 
+# One thread: the policy is small (two 128-wide layers over a shared slot encoder). On the
+# 2-core machine, measured back to back at 73b681c (learn() steps/s, medians of 3 repeats of
+#     python scripts/bench_training.py --threads 1 2 --repeat 3
+# and the default run end to end), two threads run learn() 1.1-1.3x faster than one while the
+# machine is otherwise idle, but 5-30x slower while other processes use its cores (torch's
+# OpenMP threads then wait for each other), which is the shared machine's usual state.
+TORCH_THREADS = 1
+# torch, SB3 and pandas are imported once the flags are read (main): a bad flag or --help
+# answers at once instead of after seconds of imports.
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--name", default="default", help="run folder under runs/")
 parser.add_argument("--scenario", default="recurring")
@@ -68,8 +68,6 @@ parser.add_argument("--num-envs", type=cli.positive_int, default=16)
 parser.add_argument("--seed", type=cli.non_negative_int, default=0)
 parser.add_argument("--cost-weight", type=cli.cost_weight, default=0.1, help="hours of JCT per dollar in the reward")
 parser.add_argument("--window", type=cli.positive_int, default=8)
-parser.add_argument("--uncertainty", type=cli.uncertainty, default="realistic",
-                    help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
 parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=2, help="workloads pre-filling the retrieval history")
 parser.add_argument("--start-rule", type=cli.start_rule, default="memory",
                     help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request")
@@ -81,7 +79,12 @@ parser.add_argument("--checkpoint-every", type=cli.positive_int, default=10_000)
 parser.add_argument("--resume", action="store_true",
                     help="continue from runs/<name>/last.zip (previous.zip if last.zip is broken)")
 parser.add_argument("--no-progress", action="store_true", help="no progress bar: a progress line every few steps instead")
+parser.add_argument("--torch-threads", type=cli.positive_int, default=TORCH_THREADS,
+                    help="torch's intra-op threads (torch.set_num_threads); results are the same for the same "
+                         "seed and thread count, not across thread counts")
+cli.add_uncertainty_flags(parser, default="realistic")
 args = parser.parse_args()
+args.uncertainty = cli.parse_uncertainty(parser, args)
 
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with args.seed + i
 # The options that define a run: --resume must not change them.
@@ -105,7 +108,7 @@ def check_settings(run: Path) -> None:
         raise SystemExit(f"--resume keeps the run's settings; these differ: {'; '.join(changed)}")
 
 
-def plot_curve(history: pd.DataFrame, path: Path) -> None:
+def plot_curve(history, path: Path) -> None:
     """Agent vs BACE-Pipe on the held-out evaluation seeds over training."""
     import matplotlib
 
@@ -125,6 +128,31 @@ def plot_curve(history: pd.DataFrame, path: Path) -> None:
 
 
 def main() -> None:
+    import torch
+
+    torch.set_num_threads(args.torch_threads)  # before any torch work
+    import numpy as np
+    import pandas as pd
+
+    import baselines
+    from agents.evaluation import comparison_table, evaluate
+    from agents.policy import AgentPolicy
+    from agents.protocol import order_rule_policies, paired_ratio, select_best_fixed, with_objective
+    from agents.training import (
+        PPO_KWARGS,
+        CheckpointError,
+        CheckpointLast,
+        CompareToBaceCallback,
+        EpisodeMetrics,
+        ProgressLines,
+        RunSettings,
+        load_model,
+        make_model,
+        make_vec_env,
+        pick_checkpoint,
+        previous_path,
+    )
+
     run = Path("runs") / args.name
     run.mkdir(parents=True, exist_ok=True)
     last = run / "last.zip"
@@ -132,7 +160,7 @@ def main() -> None:
         raise SystemExit(f"--resume: no checkpoint at {last}")
     check_settings(run)
     if not args.resume:  # a fresh run under a used name: no stale curves next to the new ones
-        for stale in ("eval.csv", "curve.png"):
+        for stale in ("eval.csv", "curve.png", "monitor.csv"):
             (run / stale).unlink(missing_ok=True)
     env_kwargs = {
         "window": args.window,
@@ -141,7 +169,8 @@ def main() -> None:
         "warmup_workloads": args.warmup_workloads,
         "start_rule": args.start_rule,
     }
-    env = make_vec_env(args.num_envs, args.scenario, args.scenario_kwargs, seed=args.seed, **env_kwargs)
+    env = make_vec_env(args.num_envs, args.scenario, args.scenario_kwargs, seed=args.seed, monitor_dir=run,
+                       append=args.resume, **env_kwargs)
     if args.resume:
         try:
             ckpt, note = pick_checkpoint(last)
@@ -159,14 +188,11 @@ def main() -> None:
         mixed = np.random.SeedSequence([args.seed, model.num_timesteps]).generate_state(1)[0]
         env.seed(int(mixed) % (HELD_OUT - args.num_envs))
     else:
-        model = make_model(
-            args.algo, env, args.seed, str(run / "tb"), n_steps=args.n_steps, batch_size=256,
-            learning_rate=3e-4, ent_coef=0.01, gamma=1.0, gae_lambda=0.95,
-        )
+        model = make_model(args.algo, env, args.seed, str(run / "tb"), n_steps=args.n_steps, **PPO_KWARGS)
     eval_seeds = range(HELD_OUT, HELD_OUT + args.eval_seeds)
     compare = CompareToBaceCallback(args.eval_every, args.scenario, eval_seeds, args.scenario_kwargs, env_kwargs)
     remaining = max(0, args.timesteps - model.num_timesteps)
-    callbacks = [CheckpointLast(last, args.checkpoint_every), compare]
+    callbacks = [RunSettings(vars(args)), EpisodeMetrics(), CheckpointLast(last, args.checkpoint_every), compare]
     progress_bar = not args.no_progress and sys.stdout.isatty()
     if not progress_bar:  # a redirected log still shows where training is
         callbacks.append(ProgressLines(min(args.eval_every, args.checkpoint_every), args.timesteps, compare))
@@ -222,7 +248,8 @@ def main() -> None:
 
 def written(run: Path) -> list[str]:
     """The run folder's outputs that exist, with their sizes."""
-    names = ("last.zip", "previous.zip", "comparison.csv", "protocol.json", "eval.csv", "curve.png", "settings.json")
+    names = ("last.zip", "previous.zip", "comparison.csv", "protocol.json", "eval.csv", "curve.png", "settings.json",
+             "monitor.csv")
     out = [f"{name} ({size_text((run / name).stat().st_size)})" for name in names if (run / name).exists()]
     if (run / "tb").is_dir():
         out.append(f"tb/ ({sum(1 for _ in (run / 'tb').rglob('events.out.tfevents.*'))} TensorBoard event files)")

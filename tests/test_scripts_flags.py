@@ -31,6 +31,9 @@ def test_bad_start_rule_is_a_one_line_error(script: str, bad: str) -> None:
     ("train_ppo.py", ["--window", "0"], "--window: must be an integer >= 1, got 0"),
     ("evaluate.py", ["--window", "0"], "--window: must be an integer >= 1, got 0"),
     ("benchmark.py", ["--scenario", "paper-fig1"], "--scenario: invalid choice: 'paper-fig1'"),
+    ("train_ppo.py", ["--torch-threads", "0"], "--torch-threads: must be an integer >= 1, got 0"),
+    ("bench_training.py", ["--threads", "1", "0"], "--threads: must be an integer >= 1, got 0"),
+    ("bench_training.py", ["--trees", "/nonexistent"], "--trees: /nonexistent has no agents/training.py"),
 ])
 def test_bad_flags_are_one_line_errors(script: str, args: list[str], says: str) -> None:
     out = subprocess.run([sys.executable, str(SCRIPTS / script), *args], capture_output=True, text=True, timeout=300)

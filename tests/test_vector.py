@@ -81,7 +81,9 @@ def test_parallel_stepping_gives_the_serial_results(scenario, kwargs, uncertaint
 
 
 def test_sb3_adapter_terminal_observation_and_masks():
-    sv = SB3VecEnv(GeoPipeVectorEnv(2, "paper-fig1", window=2))
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    sv = VecMonitor(SB3VecEnv(GeoPipeVectorEnv(2, "paper-fig1", window=2)))  # SB3's episode records
     sv.seed(0)
     obs = sv.reset()
     assert obs.shape == (2,) + sv.observation_space.shape
@@ -104,8 +106,9 @@ def test_sb3_adapter_terminal_observation_and_masks():
 def test_maskable_ppo_and_ppo_accept_the_adapter():
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecMonitor
 
-    sv = SB3VecEnv(GeoPipeVectorEnv(2, "paper-default"))
+    sv = VecMonitor(SB3VecEnv(GeoPipeVectorEnv(2, "paper-default")))
     for algo in (MaskablePPO, PPO):
         model = algo("MlpPolicy", sv, n_steps=32, batch_size=32, n_epochs=1, seed=0).learn(64)
         assert model.num_timesteps == 64 and len(model.ep_info_buffer) > 0  # episodes ended
