@@ -35,6 +35,7 @@ from agents.training import (
     pick_checkpoint,
     previous_path,
 )
+from geo_gym import cli
 
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with seed + i
 # The options that define a run: resuming must not change them.
@@ -73,6 +74,31 @@ class TrainSettings:
         """From any object or mapping with (some of) these fields, e.g. parsed arguments."""
         get = options.get if isinstance(options, dict) else lambda k, d: getattr(options, k, d)
         return cls(**{k: get(k, v) for k, v in asdict(cls()).items()})
+
+
+def add_arguments(parser) -> None:
+    """The flags of a run that scripts/train_ppo.py and scripts/sweep.py share: TrainSettings'
+    fields but the seed, the learning rate and the budget (a sweep takes several of each)."""
+    d = TrainSettings()
+    parser.add_argument("--scenario", default=d.scenario)
+    parser.add_argument("--scenario-kwargs", type=cli.json_object, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
+    parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default=d.algo)
+    parser.add_argument("--num-envs", type=cli.positive_int, default=d.num_envs)
+    parser.add_argument("--cost-weight", type=cli.cost_weight, default=d.cost_weight,
+                        help="hours of JCT per dollar in the reward")
+    parser.add_argument("--window", type=cli.positive_int, default=d.window)
+    parser.add_argument("--uncertainty", type=cli.uncertainty, default=d.uncertainty,
+                        help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
+    parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=d.warmup_workloads,
+                        help="workloads pre-filling the retrieval history")
+    parser.add_argument("--start-rule", type=cli.start_rule, default=d.start_rule,
+                        help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request")
+    parser.add_argument("--n-steps", type=cli.positive_int, default=d.n_steps, help="rollout length per env")
+    parser.add_argument("--eval-every", type=cli.positive_int, default=d.eval_every)
+    parser.add_argument("--eval-seeds", type=cli.positive_int, default=d.eval_seeds, help="held-out workloads during training")
+    parser.add_argument("--final-seeds", type=cli.positive_int, default=d.final_seeds,
+                        help="held-out workloads for the final table")
+    parser.add_argument("--checkpoint-every", type=cli.positive_int, default=d.checkpoint_every)
 
 
 def check_settings(run: Path, settings: TrainSettings, resume: bool) -> None:
@@ -160,7 +186,8 @@ def train_run(
     compare = CompareToBaceCallback(s.eval_every, s.scenario, eval_seeds, s.scenario_kwargs, env_kwargs)
     saved = None if on_checkpoint is None else (lambda path, steps: on_checkpoint(path, steps, list(compare.history)))
     remaining = max(0, s.timesteps - model.num_timesteps)
-    callbacks = [CheckpointLast(last, s.checkpoint_every, on_save=saved), compare]
+    # the evaluation first: a checkpoint saved at the same step then carries it in its history
+    callbacks = [compare, CheckpointLast(last, s.checkpoint_every, on_save=saved)]
     if not progress_bar:  # a redirected log still shows where training is
         callbacks.append(ProgressLines(min(s.eval_every, s.checkpoint_every), s.timesteps, compare, write=log))
     start = time.time()

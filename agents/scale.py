@@ -22,7 +22,6 @@ computes on every node what it computes here. docs/scale.md walks through a two-
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from collections.abc import Callable, Iterable, Iterator
 
 from geo_gym import cli
@@ -44,9 +43,11 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def ray_missing() -> str | None:
-    """Why --ray cannot be used here, in one line, or None when Ray is installed."""
-    if importlib.util.find_spec("ray") is None:
-        return "--ray: Ray is not installed; pip install -e '.[ray]' (docs/scale.md)"
+    """Why --ray cannot be used here, in one line, or None when Ray imports."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as err:
+        return f"--ray: Ray is not installed ({err}); pip install -e '.[ray]' (docs/scale.md)"
     return None
 
 

@@ -39,34 +39,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from agents.run import RunError, TrainSettings, train_run
+from agents.run import RunError, TrainSettings, add_arguments, train_run
 from geo_gym import cli
 
 DEFAULT = TrainSettings()
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--name", default="default", help="run folder under runs/")
-parser.add_argument("--scenario", default=DEFAULT.scenario)
-parser.add_argument("--scenario-kwargs", type=cli.json_object, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
-parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default=DEFAULT.algo)
 parser.add_argument("--timesteps", type=cli.positive_int, default=DEFAULT.timesteps)
-parser.add_argument("--num-envs", type=cli.positive_int, default=DEFAULT.num_envs)
 parser.add_argument("--seed", type=cli.non_negative_int, default=DEFAULT.seed)
-parser.add_argument("--cost-weight", type=cli.cost_weight, default=DEFAULT.cost_weight,
-                    help="hours of JCT per dollar in the reward")
-parser.add_argument("--window", type=cli.positive_int, default=DEFAULT.window)
-parser.add_argument("--uncertainty", type=cli.uncertainty, default=DEFAULT.uncertainty,
-                    help='a preset (perfect | realistic | schedmate) or JSON, e.g. \'{"preset": "realistic", "predictor": "noisy"}\'')
-parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=DEFAULT.warmup_workloads,
-                    help="workloads pre-filling the retrieval history")
-parser.add_argument("--start-rule", type=cli.start_rule, default=DEFAULT.start_rule,
-                    help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request")
-parser.add_argument("--n-steps", type=cli.positive_int, default=DEFAULT.n_steps, help="rollout length per env")
 parser.add_argument("--learning-rate", type=cli.finite_positive, default=DEFAULT.learning_rate, help="Adam's step size")
-parser.add_argument("--eval-every", type=cli.positive_int, default=DEFAULT.eval_every)
-parser.add_argument("--eval-seeds", type=cli.positive_int, default=DEFAULT.eval_seeds, help="held-out workloads during training")
-parser.add_argument("--final-seeds", type=cli.positive_int, default=DEFAULT.final_seeds,
-                    help="held-out workloads for the final table")
-parser.add_argument("--checkpoint-every", type=cli.positive_int, default=DEFAULT.checkpoint_every)
+add_arguments(parser)
 parser.add_argument("--resume", action="store_true",
                     help="continue from runs/<name>/last.zip (previous.zip if last.zip is broken)")
 parser.add_argument("--no-progress", action="store_true", help="no progress bar: a progress line every few steps instead")
