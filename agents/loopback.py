@@ -31,6 +31,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD_PORT = 6379
+INIT = """
+import os, subprocess, sys, threading, time
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+while True:
+    try:
+        os.waitpid(-1, 0)
+    except ChildProcessError:
+        time.sleep(0.1)
+"""
 NAMESPACE = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
 
 
@@ -80,10 +90,11 @@ class LoopbackCluster:
     # ------------------------------------------------------------------ the namespace
     def open(self) -> LoopbackCluster:
         """Make the namespace and start the head node."""
-        # the first process waits on its stdin: when this process dies, the pipe closes, it
-        # exits, and the kernel ends every process of the namespace
-        self._holder = subprocess.Popen([*NAMESPACE, "sh", "-c", "ip link set lo up && read _"],
-                                        stdin=subprocess.PIPE, start_new_session=True)
+        # the first process reaps the namespace's orphans (Ray's daemons are) and waits on its
+        # stdin: when this process dies, the pipe closes, it exits, and the kernel ends every
+        # process of the namespace
+        self._holder = subprocess.Popen([*NAMESPACE, self.python, "-c", INIT], stdin=subprocess.PIPE,
+                                        start_new_session=True)
         deadline = time.monotonic() + 30
         while self._init is None:
             children = Path(f"/proc/{self._holder.pid}/task/{self._holder.pid}/children")

@@ -124,7 +124,7 @@ def test_stopping_a_node_mid_sweep_loses_nothing(cluster, evaluation, tmp_path):
     cluster.stop_node(third)
     stdout, stderr = run.communicate(timeout=900)
     check_evaluation(subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr), serial_out, tmp_path)
-    assert raylet not in cluster.pids()
+    assert until(lambda: raylet not in cluster.pids(), timeout=60)  # the node is gone
 
 
 def _parent(pid: int) -> int | None:
