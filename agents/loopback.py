@@ -94,7 +94,7 @@ class LoopbackCluster:
         # stdin: when this process dies, the pipe closes, it exits, and the kernel ends every
         # process of the namespace
         self._holder = subprocess.Popen([*NAMESPACE, self.python, "-c", INIT], stdin=subprocess.PIPE,
-                                        start_new_session=True)
+                                        stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 30
         while self._init is None:
             children = Path(f"/proc/{self._holder.pid}/task/{self._holder.pid}/children")

@@ -26,15 +26,22 @@ SCRIPTS = ROOT / "scripts"
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def ray_cluster():
     pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
     why = loopback.unavailable()
     if why:
         pytest.skip(f"no loopback-only namespace for a Ray cluster here: {why}")
     with loopback.LoopbackCluster(head_cpus=1) as c:
-        c.add_node(num_cpus=1)
         yield c
     # LoopbackCluster.close() raised if any process of the namespace were left
+
+
+@pytest.fixture
+def cluster(ray_cluster):
+    """The module's cluster with two nodes (one is added where a test stopped one)."""
+    while len(ray_cluster.nodes) < 2:
+        ray_cluster.add_node(num_cpus=1)
+    return ray_cluster
 
 
 def serial(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -110,23 +117,6 @@ def test_a_worker_killed_mid_sweep_is_retried_and_no_row_is_lost(cluster, evalua
     assert busy[0] not in cluster.pids()
 
 
-def test_stopping_a_node_mid_sweep_loses_nothing(cluster, evaluation, tmp_path):
-    args, serial_out = evaluation
-    third = cluster.add_node(num_cpus=1)
-    raylet = cluster.raylet(third)
-    run = cluster.popen([sys.executable, *args, "--out", str(tmp_path), "--ray", cluster.address])
-
-    def busy_on_third():  # a worker of the third node running one of the tasks
-        return [pid for pid in cluster.task_workers("evaluate") if _parent(pid) == raylet]
-
-    caught = until(busy_on_third, timeout=300)
-    assert caught, "no task was seen running on the third node"
-    cluster.stop_node(third)
-    stdout, stderr = run.communicate(timeout=900)
-    check_evaluation(subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr), serial_out, tmp_path)
-    assert until(lambda: raylet not in cluster.pids(), timeout=60)  # the node is gone
-
-
 def _parent(pid: int) -> int | None:
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
@@ -168,6 +158,25 @@ def test_tune_sweep_checkpoints_two_tiny_trials_and_resumes_a_lost_one(cluster, 
         assert load_model("maskable-ppo", run_dir / "last.zip").num_timesteps == steps
         assert pd.read_csv(run_dir / "eval.csv").timesteps.tolist() == [256, 512, 768]
         assert len(list((sweep / "tune" / trial).glob("checkpoint_*"))) >= 1  # Tune's copies
+
+
+# last of the cluster's tests: it stops the second node (the cluster fixture starts another
+# one for any test after it)
+def test_stopping_a_node_mid_sweep_loses_nothing(cluster, evaluation, tmp_path):
+    args, serial_out = evaluation
+    second = cluster.nodes[1]
+    raylet = cluster.raylet(second)
+    run = cluster.popen([sys.executable, *args, "--out", str(tmp_path), "--ray", cluster.address])
+
+    def busy_on_second():  # a worker of the second node running one of the tasks
+        return [pid for pid in cluster.task_workers("evaluate") if _parent(pid) == raylet]
+
+    caught = until(busy_on_second, timeout=300)
+    assert caught, "no task was seen running on the second node"
+    cluster.stop_node(second)
+    stdout, stderr = run.communicate(timeout=900)
+    check_evaluation(subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr), serial_out, tmp_path)
+    assert until(lambda: raylet not in cluster.pids(), timeout=60)  # the node is gone
 
 
 @pytest.mark.parametrize("script", ["benchmark.py", "evaluate.py", "paper_claims.py", "sweep.py"])
