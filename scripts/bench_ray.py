@@ -17,8 +17,10 @@ same 2 workers, wall time per task, against one simulation's time. The load aver
 before and after: on a machine shared with other work the measured speed-up is only as good as
 the machine is quiet (2 workers cannot go faster than the cores left free to them). So the CPU
 time of each run is printed too, which other work changes far less: the serial loop's, and
-that of every process of the cluster (driver, workers, Ray's daemons) during the Ray rounds;
-workers x their ratio bounds the speed-up on a machine whose cores are free.
+that of every process of the cluster (driver, workers, Ray's daemons) during the Ray rounds
+(medians); workers x their ratio is the speed-up to expect where that many cores are free.
+(Linux's autogroup scheduler, where enabled, shares a busy machine's CPU between sessions, not
+processes: the 2 workers of this script's session then get no more CPU than its serial loop.)
 """
 
 from __future__ import annotations
@@ -130,8 +132,8 @@ def main() -> None:
               f"serial {n / s:.0f} / {n / sm:.0f} runs/s, Ray {n / r:.0f} / {n / rm:.0f} runs/s: "
               f"speed-up {s / r:.2f}x / {sm / rm:.2f}x; Ray overhead {1e3 * e / n:.2f} ms per task "
               f"({1e3 * e / n / sim_ms:.2f}x a simulation); CPU per run {1e3 * cpu_s / n:.1f} ms serial, "
-              f"{1e3 * cpu_r / n:.1f} ms on Ray (all its processes), so at most "
-              f"{args.workers * cpu_s / cpu_r:.2f}x with {args.workers} free cores")
+              f"{1e3 * cpu_r / n:.1f} ms on Ray (all its processes): {args.workers} x their ratio "
+              f"{args.workers * cpu_s / cpu_r:.2f}x")
     print(f"before: {before}; after: {load()}")
 
 
