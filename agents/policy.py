@@ -8,6 +8,8 @@ deterministic unmasked policy could repeat an invalid action at an instant with 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import torch
 
@@ -44,3 +46,12 @@ class AgentPolicy:
 
     def __repr__(self) -> str:
         return f"{self.name}({type(self.model).__name__})"
+
+
+@lru_cache(maxsize=16)
+def load_agent(path: str, algo: str) -> AgentPolicy:
+    """The checkpoint at ``path`` as a policy, loaded once per process (a sweep's Ray worker
+    loads it for its first replicate and reuses it for the next ones)."""
+    from agents.training import load_model
+
+    return AgentPolicy(load_model(algo, path))

@@ -144,13 +144,16 @@ def pick_checkpoint(last: str | Path) -> tuple[Path, str | None]:
 class CheckpointLast(BaseCallback):
     """Every ``every`` steps save the model to ``path`` (atomically: write a partial file, reload
     it to verify it, then rename), keeping the one before as previous_path(path), so a killed
-    run loses at most one interval and a broken last checkpoint still leaves an older one."""
+    run loses at most one interval and a broken last checkpoint still leaves an older one.
+    ``on_save(path, timesteps)``, if given, is called after each save (a sweep's trial reports
+    the checkpoint to Ray Tune there)."""
 
-    def __init__(self, path: Path, every: int):
+    def __init__(self, path: Path, every: int, on_save: Callable[[Path, int], None] | None = None):
         super().__init__()
         self.path = Path(path)
         self.previous = previous_path(self.path)
         self.every = int(every)
+        self.on_save = on_save
         self._last = 0
 
     def _save(self) -> None:
@@ -160,6 +163,8 @@ class CheckpointLast(BaseCallback):
         if self.path.exists():
             self.path.replace(self.previous)
         tmp.replace(self.path)
+        if self.on_save is not None:
+            self.on_save(self.path, self.num_timesteps)
 
     def _on_training_start(self) -> None:
         # a resumed model keeps its step count: continue the schedule, do not restart it

@@ -38,37 +38,53 @@ def experiments(bandwidth_scales=BANDWIDTH_SCALES) -> dict:
     }
 
 
+def cells(name: str, knob, values, policies, seeds: int) -> list[tuple]:
+    """The (experiment, knob, value, seed, policy) of each run of an experiment, in its table's
+    order: settings, then seeds, then policies."""
+    return [(name, knob, v, s, p) for v in values for s in range(seeds) for p in policies]
+
+
+def run_cell(scenario: str, start_rule: str, name: str, knob, value, seed: int, policy: str) -> dict:
+    """One run of an experiment: ``policy`` on the workload of ``seed`` with ``knob=value``
+    (the default setting where ``knob`` is None); its table row (before the ratios), with
+    infinite JCT and cost where the policy can never place some job."""
+    kwargs = {} if knob is None else {knob: value}
+    try:
+        res = simulate(
+            scenario, baselines.make(policy), seed=seed, scenario_kwargs=kwargs, env_kwargs={"start_rule": start_rule},
+        )
+        summary, stuck = res.summary, False
+    except Unschedulable:
+        summary, stuck = dict.fromkeys(("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h"), np.inf), True
+    return {
+        "experiment": name,
+        "scenario": scenario,
+        "start_rule": start_rule,
+        "setting": "default" if knob is None else f"{knob}={value}",
+        "value": value,
+        "seed": seed,
+        "policy": policy,
+        **{k: summary[k] for k in ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h")},
+        "unschedulable": stuck,
+    }
+
+
+def serial(fn, calls, desc: str) -> list:
+    """The runs one after the other, with a progress bar (``agents.scale.Tasks.map`` runs them
+    as Ray tasks instead, with the same results)."""
+    return [fn(*call) for call in cli.progress(list(calls), desc=desc, leave=False)]
+
+
 def run_experiment(
-    scenario: str, name: str, knob, values, policies, seeds: int, start_rule: str = "memory",
+    scenario: str, name: str, knob, values, policies, seeds: int, start_rule: str = "memory", run=serial,
 ) -> pd.DataFrame:
     """One row per (setting, seed, policy): its average JCT, cost, makespan and wait, and its
     JCT and cost over BACE-Pipe's on the same seed and setting. A policy that can never place
-    some job (``Unschedulable``) gets an infinite JCT and cost, and ``unschedulable`` True."""
-    rows = []
-    jobs = [(v, s, p) for v in values for s in range(seeds) for p in policies]
-    for value, seed, pol in cli.progress(jobs, desc=name, leave=False):
-        kwargs = {} if knob is None else {knob: value}
-        try:
-            res = simulate(
-                scenario, baselines.make(pol), seed=seed, scenario_kwargs=kwargs, env_kwargs={"start_rule": start_rule},
-            )
-            summary, stuck = res.summary, False
-        except Unschedulable:
-            summary, stuck = dict.fromkeys(("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h"), np.inf), True
-        rows.append(
-            {
-                "experiment": name,
-                "scenario": scenario,
-                "start_rule": start_rule,
-                "setting": "default" if knob is None else f"{knob}={value}",
-                "value": value,
-                "seed": seed,
-                "policy": pol,
-                **{k: summary[k] for k in ("avg_jct_h", "total_cost", "makespan_h", "avg_wait_h")},
-                "unschedulable": stuck,
-            }
-        )
-    df = pd.DataFrame(rows)
+    some job (``Unschedulable``) gets an infinite JCT and cost, and ``unschedulable`` True.
+    ``run(fn, calls, desc)`` runs ``fn(*call)`` for each call and returns the results in the
+    calls' order."""
+    calls = [(scenario, start_rule, *cell) for cell in cells(name, knob, values, policies, seeds)]
+    df = pd.DataFrame(run(run_cell, calls, name))
     ref = df[df.policy == "bace_pipe"].set_index(["setting", "seed"])
     key = pd.MultiIndex.from_frame(df[["setting", "seed"]])
     df["jct_vs_bace_pipe"] = df["avg_jct_h"].to_numpy() / ref.loc[key, "avg_jct_h"].to_numpy()

@@ -29,11 +29,19 @@ predictions, with infrastructure failures at the Llama 3 rate and at 10x, the fa
 off and on, plus schedmate_sjf (retrieval + handler). Writes uncertainty.csv,
 uncertainty_summary.csv/.md and uncertainty.png; avg JCT is normalised to the same policy
 with oracle predictions and the handler on, same seed and failure rate.
+
+    python scripts/benchmark.py --ray              # each run a Ray task on a local Ray instance
+    python scripts/benchmark.py --ray auto         # ... on the cluster `ray start` runs here
+
+--ray [ADDRESS] runs every (policy, seed, setting) as a Ray task (agents/scale.py,
+docs/scale.md): the same tables, bit for bit, plus a column ray_node in the per-run CSVs
+naming the node that ran each row.
 """
 
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 import matplotlib
@@ -43,6 +51,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import baselines  # noqa: E402
+from agents import scale  # noqa: E402
 from baselines import paper  # noqa: E402
 from geo_gym import cli  # noqa: E402
 from geo_gym.runner import simulate  # noqa: E402
@@ -66,7 +75,9 @@ parser.add_argument("--bandwidth-scales", type=cli.finite_positive, nargs="+", d
                     help="the bandwidth experiment's scales of every link (Fig. 5: 0.3 0.9 1.5)")
 parser.add_argument("--start-rules", action="store_true",
                     help="run the main comparison and the ablations under each start rule")
+scale.add_argument(parser)
 args = parser.parse_args()
+scale.check_argument(parser, args)
 if args.uncertainty and args.start_rules:
     parser.error("--uncertainty and --start-rules are two different experiments: give one")
 if args.uncertainty and args.scenario != "paper-default":
@@ -82,8 +93,20 @@ def wrote(*names: str) -> None:
     print(f"wrote {len(names)} files to {args.out}/: {', '.join(names)}")
 
 
+TASKS = scale.Tasks(args.ray)
+
+
 def run_experiment(name: str, knob, values, policies, start_rule: str = args.start_rule) -> pd.DataFrame:
-    return paper.run_experiment(args.scenario, name, knob, values, policies, args.seeds, start_rule)
+    df = paper.run_experiment(args.scenario, name, knob, values, policies, args.seeds, start_rule,
+                              run=partial(TASKS.map, leave=False))
+    return with_nodes(df)
+
+
+def with_nodes(df: pd.DataFrame) -> pd.DataFrame:
+    """With --ray, the node that ran each row, in a last column ray_node."""
+    if TASKS.nodes:
+        df["ray_node"] = TASKS.nodes
+    return df
 
 
 def plot(name: str, summary: pd.DataFrame, knob, path: Path) -> None:
@@ -118,46 +141,47 @@ PREDICTIONS = {
 FAILURE_SCALES = [1.0, 10.0]
 
 
-def run_uncertainty() -> None:
+def uncertainty_run(pol: str, pname: str, failure_scale: float, handler: bool, pkw: dict, seed: int,
+                    start_rule: str) -> dict:
+    """One run of the SchedMate experiment: its row (before the ratios)."""
     from geo_gym.uncertainty import UncertaintyConfig
     from geo_gym.uncertainty.failures import LLAMA3_RATE_PER_GPU_HOUR
 
+    unc = UncertaintyConfig(
+        **pkw,
+        failure_rate_per_gpu_hour=LLAMA3_RATE_PER_GPU_HOUR * failure_scale,
+        handler=handler,
+    )
+    res = simulate(
+        "recurring", baselines.make(pol), seed=seed,
+        env_kwargs={"uncertainty": unc, "warmup_workloads": 2, "start_rule": start_rule},
+    )
+    j = res.jobs
+    return {
+        "policy": pol, "prediction": pname, "failure_scale": failure_scale, "handler": handler,
+        "seed": seed,
+        **{k: res.summary[k] for k in ("avg_jct_h", "total_cost", "avg_wait_h", "failures")},
+        "within_100pct": float(((j.predicted_iters - j.iters).abs() / j.iters <= 1.0).mean()),
+    }
+
+
+def run_uncertainty() -> None:
     seeds = 2 if args.quick else args.seeds
     preds = dict(list(PREDICTIONS.items())[:2]) if args.quick else PREDICTIONS
     configs = []
-    for scale in FAILURE_SCALES:
+    for failure_scale in FAILURE_SCALES:
         for handler in (False, True):
             for pol in ("bace_pipe", "sjf"):
                 for pname, pkw in preds.items():
-                    configs.append((pol, pname, scale, handler, pkw))
-        configs.append(("schedmate_sjf", "schedmate", scale, True, {}))
-    rows = []
-    jobs = [(c, s) for c in configs for s in range(seeds)]
-    for (pol, pname, scale, handler, pkw), seed in cli.progress(jobs, desc="uncertainty"):
-        unc = UncertaintyConfig(
-            **pkw,
-            failure_rate_per_gpu_hour=LLAMA3_RATE_PER_GPU_HOUR * scale,
-            handler=handler,
-        )
-        res = simulate(
-            "recurring", baselines.make(pol), seed=seed,
-            env_kwargs={"uncertainty": unc, "warmup_workloads": 2, "start_rule": args.start_rule},
-        )
-        j = res.jobs
-        rows.append(
-            {
-                "policy": pol, "prediction": pname, "failure_scale": scale, "handler": handler,
-                "seed": seed,
-                **{k: res.summary[k] for k in ("avg_jct_h", "total_cost", "avg_wait_h", "failures")},
-                "within_100pct": float(((j.predicted_iters - j.iters).abs() / j.iters <= 1.0).mean()),
-            }
-        )
-    df = pd.DataFrame(rows)
+                    configs.append((pol, pname, failure_scale, handler, pkw))
+        configs.append(("schedmate_sjf", "schedmate", failure_scale, True, {}))
+    calls = [(*c, s, args.start_rule) for c in configs for s in range(seeds)]
+    df = pd.DataFrame(TASKS.map(uncertainty_run, calls, desc="uncertainty"))
     ref = df[(df.prediction == "oracle") & df.handler].set_index(["policy", "failure_scale", "seed"])
     base = df.policy.replace({"schedmate_sjf": "sjf"})
     key = pd.MultiIndex.from_arrays([base, df.failure_scale, df.seed])
     df["jct_vs_oracle"] = df.avg_jct_h.to_numpy() / ref.loc[key, "avg_jct_h"].to_numpy()
-    df.to_csv(args.out / "uncertainty.csv", index=False)
+    with_nodes(df).to_csv(args.out / "uncertainty.csv", index=False)
     summary = (
         df.groupby(["failure_scale", "handler", "policy", "prediction"], sort=False)
         .agg(avg_jct_h=("avg_jct_h", "mean"), jct_vs_oracle=("jct_vs_oracle", "mean"),
@@ -169,12 +193,12 @@ def run_uncertainty() -> None:
     summary.to_csv(args.out / "uncertainty_summary.csv", index=False)
     (args.out / "uncertainty_summary.md").write_text(summary.round(3).to_markdown(index=False) + "\n")
     fig, axes = plt.subplots(1, len(FAILURE_SCALES), figsize=(10, 3.4), sharey=True)
-    for ax, scale in zip(axes, FAILURE_SCALES, strict=True):
-        s = summary[summary.failure_scale == scale]
+    for ax, failure_scale in zip(axes, FAILURE_SCALES, strict=True):
+        s = summary[summary.failure_scale == failure_scale]
         labels = [f"{p}\n{q}\n{'FH' if h else 'no FH'}" for p, q, h in zip(s.policy, s.prediction, s.handler, strict=True)]
         ax.bar(range(len(s)), s.avg_jct_h, color=["#4c72b0" if h else "#dd8452" for h in s.handler])
         ax.set_xticks(range(len(s)), labels, fontsize=4.5, rotation=90)
-        ax.set_title(f"failures x{scale:g} Llama 3 rate", fontsize=8)
+        ax.set_title(f"failures x{failure_scale:g} Llama 3 rate", fontsize=8)
     axes[0].set_ylabel("avg JCT (h)")
     fig.tight_layout()
     fig.savefig(args.out / "uncertainty.png", dpi=90)

@@ -61,6 +61,12 @@ every window starts with an empty history. The wall time of each policy is print
     python scripts/evaluate.py --policies runs/default/last.zip bace_pipe sjf lcf \\
         --trace philly --trace-file ../shared/traces/philly/rfold_philly_trace.csv.gz \\
         --window-start-days 56 --window-days 1 --seeds 5 --max-jobs 0 --window 8 --cost-weight 0.1
+
+--ray [ADDRESS] runs each (policy, replicate) as a Ray task, on a local Ray instance (no
+ADDRESS) or a running cluster ('auto', HOST:PORT; docs/scale.md): the same tables, bit for
+bit, and runs.csv gains a last column ray_node naming the node of each row. Checkpoints are
+read by the workers at their absolute path, so on several machines they must lie on a shared
+file system.
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ import numpy as np
 import pandas as pd
 
 import baselines
+from agents import scale
 from agents.evaluation import KEY_COLUMNS, METRICS, REFERENCE, add_ratios, rank, ratio_name
 from agents.protocol import order_rule_policies, paired_ratio, with_objective
 from geo_gym import cli
@@ -150,6 +157,7 @@ trace.add_argument("--keep-cpu-jobs", action="store_true", help="map CPU-only jo
 trace.add_argument("--no-trace-failures", action="store_true", help="ignore the trace's failures")
 trace.add_argument("--warmup-previous-window", action="store_true",
                    help="pre-fill the retrieval history with the preceding window's jobs (needs --window-days > 0)")
+scale.add_argument(parser)
 
 
 class BadInput(SystemExit):
@@ -185,37 +193,52 @@ def days(value: float) -> str:
     return f"{value:g}"
 
 
+def policy_spec(name: str) -> str:
+    """What a task needs to make the policy: a baseline's name, a checkpoint's absolute path."""
+    return str(Path(name).resolve()) if name.endswith(".zip") else name
+
+
+def make_policy(spec, algo: str):
+    """The policy of ``policy_spec(name)``; a checkpoint is loaded once per process. A spec
+    that is already a policy (the protocol's order x rule policies) is returned as it is."""
+    if not isinstance(spec, str):
+        return spec
+    if spec.endswith(".zip"):
+        from agents.policy import load_agent  # torch only when an agent is evaluated
+
+        return load_agent(spec, algo)
+    return baselines.make(spec)
+
+
 def load_policy(name: str, algo: str):
     if name.endswith(".zip"):
         if not Path(name).is_file():
             fail(f"--policies: checkpoint {name} does not exist")
-        from agents.policy import AgentPolicy  # torch only when an agent is evaluated
-        from agents.training import load_model
-
         try:
-            model = load_model(algo, name)
+            policy = make_policy(policy_spec(name), algo)
         except (TypeError, ValueError, KeyError, EOFError, OSError, zipfile.BadZipFile) as err:
             why = in_flags(err)
             if "zip" in why or not isinstance(err, (TypeError, ValueError)):  # a damaged file
                 fail(f"--policies: {name} is not a readable checkpoint ({why})")
             # SB3's words for "another algorithm's checkpoint"
             fail(f"--policies: {name} is not a {algo} checkpoint ({why}); pass --algo ppo or maskable-ppo")
-        return f"agent ({name})", AgentPolicy(model)
+        return f"agent ({name})", policy
     try:
         return name, baselines.make(name)
     except (KeyError, ValueError) as err:
         fail(f"--policies: {in_flags(err)}")
 
 
-def load_policies(names: list[str], algo: str) -> dict:
-    """Policies by label: a baseline by its name, a checkpoint as "agent (PATH)"."""
-    policies = {}
+def load_policies(names: list[str], algo: str) -> tuple[dict, dict]:
+    """Policies by label: a baseline by its name, a checkpoint as "agent (PATH)"; and each
+    label's ``policy_spec``."""
+    policies, specs = {}, {}
     for name in names:
         label, policy = load_policy(name, algo)
         if label in policies:
             fail(f"--policies: {name} is given twice")
-        policies[label] = policy
-    return policies
+        policies[label], specs[label] = policy, policy_spec(name)
+    return policies, specs
 
 
 def training_mismatches(checkpoint: str, args) -> tuple[Path, list[str]]:
@@ -382,6 +405,25 @@ def trace_workloads(args, has_agent: bool) -> tuple[list[tuple[int, object, obje
     return out, pd.DataFrame(rows), label
 
 
+def run_replicate(name: str, spec, algo: str, seed: int, scenario, past, env_kwargs: dict,
+                  kwargs: dict, record: bool = False) -> tuple[dict, list, float, object]:
+    """One policy on one replicate (a Ray task under --ray): its runs.csv row, its jobs' JCTs,
+    the seconds it took and, with ``record``, the recorded result (for its schedule plot)."""
+    policy = make_policy(spec, algo)
+    t = time.perf_counter()
+    if past is not None:
+        res = simulate_warm(scenario, past, policy, seed=seed, env_kwargs=env_kwargs, record=record)
+    else:
+        res = simulate(scenario, policy, seed=seed, env_kwargs=env_kwargs, record=record, **kwargs)
+    wall_s = time.perf_counter() - t
+    ran = res.jobs["iters"].to_numpy()
+    row = {"policy": name, "seed": seed, "jobs": res.summary["num_jobs"],
+           **{m: res.summary[m] for m in METRICS}, "gpus_per_job": res.jobs["gpus"].mean(),
+           # how far what the scheduler was told is from what the job ran (log ratio)
+           "pred_log_err": float(np.abs(np.log(res.jobs["predicted_iters"].to_numpy() / ran)).mean())}
+    return row, res.jobs["jct_h"].tolist(), wall_s, res if record else None
+
+
 def normalise(runs: pd.DataFrame) -> pd.DataFrame:
     """Each metric divided by BACE-Pipe's on the same replicate (NaN where BACE-Pipe's is 0)."""
     return add_ratios(runs, METRICS, REFERENCE)
@@ -461,32 +503,25 @@ def short_label(args, replicates: int, first: bool = False) -> str:
     return f"{args.scenario}{kwargs}, " + (f"seed {args.first_seed}" if first else f"{replicates} seed(s)")
 
 
-def run_policies(policies: dict, workloads: list, env_kwargs: dict, kwargs: dict, record_first: bool = False):
-    """Every policy on every workload: (rows, pooled JCTs, wall time and, with
-    ``record_first``, the recorded result of the first workload, each per policy)."""
+def run_policies(specs: dict, algo: str, workloads: list, env_kwargs: dict, kwargs: dict, tasks,
+                 record_first: bool = False):
+    """Every policy (by label, its ``policy_spec``) on every workload, as ``tasks.map`` runs them
+    (serially, or as Ray tasks): (rows, pooled JCTs, wall time and, with ``record_first``, the
+    recorded result of the first workload, each per policy)."""
+    calls = [(name, spec, algo, seed, scenario, past, env_kwargs, kwargs, record_first and i == 0)
+             for name, spec in specs.items() for i, (seed, scenario, past) in enumerate(workloads)]
     rows, jcts, wall, schedules = [], {}, {}, {}
-    tasks = [(p, w) for p in policies.items() for w in workloads]
-    for (name, pol), workload in cli.progress(tasks, desc="evaluate"):
-        seed, scenario, past = workload
-        record = record_first and workload is workloads[0]  # the schedule of the first replicate
-        t = time.perf_counter()
-        if past is not None:
-            res = simulate_warm(scenario, past, pol, seed=seed, env_kwargs=env_kwargs, record=record)
-        else:
-            res = simulate(scenario, pol, seed=seed, env_kwargs=env_kwargs, record=record, **kwargs)
-        if record:
-            schedules[name] = res
-        wall[name] = wall.get(name, 0.0) + time.perf_counter() - t
-        ran = res.jobs["iters"].to_numpy()
-        rows.append({"policy": name, "seed": seed, "jobs": res.summary["num_jobs"],
-                     **{m: res.summary[m] for m in METRICS}, "gpus_per_job": res.jobs["gpus"].mean(),
-                     # how far what the scheduler was told is from what the job ran (log ratio)
-                     "pred_log_err": float(np.abs(np.log(res.jobs["predicted_iters"].to_numpy() / ran)).mean())})
-        jcts.setdefault(name, []).extend(res.jobs["jct_h"].tolist())
+    for call, (row, jct_h, wall_s, recorded) in zip(calls, tasks.map(run_replicate, calls, "evaluate"), strict=True):
+        name = call[0]
+        rows.append(row)
+        jcts.setdefault(name, []).extend(jct_h)
+        wall[name] = wall.get(name, 0.0) + wall_s
+        if recorded is not None:
+            schedules[name] = recorded
     return rows, jcts, wall, schedules
 
 
-def best_fixed(args, env_kwargs: dict, kwargs: dict) -> str | None:
+def best_fixed(args, env_kwargs: dict, kwargs: dict, tasks) -> str | None:
     """The queue order x placement rule (agents/protocol.py) with the lowest mean objective
     (N x avg JCT + cost weight x cost, what the agents are trained on) on the validation
     replicates, which never overlap the evaluated ones; None, with a note, where a trace has
@@ -504,7 +539,7 @@ def best_fixed(args, env_kwargs: dict, kwargs: dict) -> str | None:
     else:
         first = args.first_seed + 1_000_000
         workloads = [(s, args.scenario, None) for s in range(first, first + n)]
-    rows, _, _, _ = run_policies(order_rule_policies(), workloads, env_kwargs, kwargs)
+    rows, _, _, _ = run_policies(order_rule_policies(), args.algo, workloads, env_kwargs, kwargs, tasks)
     runs = with_objective(pd.DataFrame(rows).rename(columns={"jobs": "num_jobs"}), args.cost_weight)
     means = runs.groupby("policy", sort=False)["objective"].mean()
     print(f"best fixed on {n} validation replicate(s): {means.idxmin()} (objective {means.min():.4g})")
@@ -531,6 +566,7 @@ def write_protocol(runs: pd.DataFrame, agents: list[str], best: str, args) -> Pa
 
 
 def main(args) -> None:
+    scale.check_argument(parser, args)
     if not args.trace:
         given = [f"--{k.replace('_', '-')}" for k in ("trace_file", "trace_kind") if getattr(args, k) is not None]
         given += ["--warmup-previous-window"] * args.warmup_previous_window
@@ -550,9 +586,9 @@ def main(args) -> None:
     except OSError as err:
         fail(f"--out {args.out}: {err}")
     warn_training_mismatches(args.policies, args)
-    policies = load_policies(args.policies, args.algo)
+    policies, specs = load_policies(args.policies, args.algo)
     if REFERENCE not in policies:
-        policies[REFERENCE] = baselines.make(REFERENCE)  # the reference
+        policies[REFERENCE], specs[REFERENCE] = baselines.make(REFERENCE), REFERENCE  # the reference
     env_kwargs = {
         "uncertainty": args.uncertainty, "warmup_workloads": args.warmup_workloads,
         "window": args.window, "cost_weight": args.cost_weight, "start_rule": args.start_rule,
@@ -581,14 +617,17 @@ def main(args) -> None:
             fail(f"--scenario {args.scenario} --scenario-kwargs {json.dumps(args.scenario_kwargs)}: {in_flags(err)}")
     check_agents_fit(policies, first.cluster.num_regions, args.window)
     agents = [name for name in policies if name.startswith("agent (")]
+    tasks = scale.Tasks(args.ray)
     best = None
     if agents and args.validation_seeds:
-        best = best_fixed(args, env_kwargs, kwargs)
+        best = best_fixed(args, env_kwargs, kwargs, tasks)
         if best is not None:
-            policies[f"best fixed ({best})"] = order_rule_policies()[best]
-    rows, jcts, wall, schedules = run_policies(policies, workloads, env_kwargs, kwargs, args.plot)
+            policies[f"best fixed ({best})"] = specs[f"best fixed ({best})"] = order_rule_policies()[best]
+    rows, jcts, wall, schedules = run_policies(specs, args.algo, workloads, env_kwargs, kwargs, tasks, args.plot)
     runs = normalise(pd.DataFrame(rows))
     runs.insert(0, "workload", label)
+    if tasks.nodes:
+        runs["ray_node"] = tasks.nodes
     runs.to_csv(args.out / "runs.csv", index=False)
     written.append(args.out / "runs.csv")
     columns = [*METRICS, *RATIO_NAMES.values(), "gpus_per_job", "pred_log_err"]

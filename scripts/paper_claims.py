@@ -13,7 +13,8 @@ physics (reproduced: the same direction and magnitude; partly: the direction onl
 of the policies; not), the reason in one sentence, and the benchmark command that produces the
 same table. The verdicts and reasons are computed from the measured numbers, so the ledger
 stays true when the model changes: rerun this command. Writes the markdown to --out and the
-same table as CSV beside it.
+same table as CSV beside it. --ray [ADDRESS] runs every simulation as a Ray task on a local
+Ray instance or a cluster (docs/scale.md), with the same ledger.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from agents import scale
 from baselines import paper
 from geo_gym import cli, costmodel
 from geo_gym.scenarios import make_scenario
@@ -40,7 +43,10 @@ parser.add_argument("--out", type=Path, default=Path("out/paper_claims.md"),
 parser.add_argument("--seeds", type=cli.positive_int, default=20, help="workload draws per setting")
 parser.add_argument("--quick", action="store_true",
                     help="2 seeds, start rules memory and any, no geo-wan: a smoke run")
+scale.add_argument(parser)
 args = parser.parse_args()
+scale.check_argument(parser, args)
+TASKS = scale.Tasks(args.ray)
 if args.quick:
     args.seeds = 2
 
@@ -64,7 +70,8 @@ NAMES = {"ldf": "LDF", "lcf": "LCF", "cr_lcf": "CR-LCF", "cr_ldf": "CR-LDF",
 def run_world(scenario: str, rule: str) -> pd.DataFrame:
     exps = paper.experiments()
     return pd.concat(
-        [paper.run_experiment(scenario, name, k, v, p, args.seeds, rule) for name, (k, v, p) in exps.items()]
+        [paper.run_experiment(scenario, name, k, v, p, args.seeds, rule, run=partial(TASKS.map, leave=False))
+         for name, (k, v, p) in exps.items()]
     )
 
 

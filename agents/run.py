@@ -1,0 +1,287 @@
+"""One training run, as ``scripts/train_ppo.py`` runs it and each trial of ``scripts/sweep.py``.
+
+``train_run(settings, run_dir)`` trains MaskablePPO (or PPO) on the native vector env and writes
+the run folder: TensorBoard logs (tb/), last.zip and previous.zip (``agents.training.
+CheckpointLast``), eval.csv and curve.png (agent vs BACE-Pipe during training), comparison.csv
+(the final table on held-out seeds, with the best fixed policy of the agent's action space,
+chosen on validation seeds: agents/protocol.py), protocol.json, settings.json and monitor.csv
+(SB3's ``VecMonitor``: a row per training episode with its summary). With
+``resume=True`` it continues the folder's last.zip (previous.zip if last.zip is broken) with the
+run's own settings. The module docstring of scripts/train_ppo.py says what each file holds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from geo_gym import cli
+
+# torch, SB3 and pandas are imported by train_run, not here: scripts that import this module for
+# its flags answer a bad flag or --help at once instead of after seconds of imports.
+
+# One thread: the policy is small (two 128-wide layers over a shared slot encoder). On the
+# 2-core machine, measured back to back at 73b681c (learn() steps/s, medians of 3 repeats of
+#     python scripts/bench_training.py --threads 1 2 --repeat 3
+# and the default run end to end), two threads run learn() 1.1-1.3x faster than one while the
+# machine is otherwise idle, but 5-30x slower while other processes use its cores (torch's
+# OpenMP threads then wait for each other), which is the shared machine's usual state.
+TORCH_THREADS = 1
+
+HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with seed + i
+# The options that define a run: resuming must not change them.
+SETTINGS = ("scenario", "scenario_kwargs", "algo", "num_envs", "seed", "cost_weight", "window",
+            "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate")
+
+
+class RunError(RuntimeError):
+    """A run that cannot start or resume as asked; the message names the option or file."""
+
+
+@dataclass
+class TrainSettings:
+    """A training run's options (scripts/train_ppo.py's flags, same names and defaults)."""
+
+    scenario: str = "recurring"
+    scenario_kwargs: dict = field(default_factory=dict)
+    algo: str = "maskable-ppo"
+    timesteps: int = 100_000
+    num_envs: int = 16
+    seed: int = 0
+    cost_weight: float = 0.1
+    window: int = 8
+    uncertainty: str | dict = "realistic"
+    warmup_workloads: int = 2
+    start_rule: str = "memory"
+    n_steps: int = 128
+    learning_rate: float = 3e-4
+    eval_every: int = 20_000
+    eval_seeds: int = 10
+    final_seeds: int = 30
+    checkpoint_every: int = 10_000
+    torch_threads: int = TORCH_THREADS
+
+    @classmethod
+    def of(cls, options) -> TrainSettings:
+        """From any object or mapping with (some of) these fields, e.g. parsed arguments."""
+        get = options.get if isinstance(options, dict) else lambda k, d: getattr(options, k, d)
+        return cls(**{k: get(k, v) for k, v in asdict(cls()).items()})
+
+
+def add_arguments(parser) -> None:
+    """The flags of a run that scripts/train_ppo.py and scripts/sweep.py share: TrainSettings'
+    fields but the seed, the learning rate and the budget (a sweep takes several of each)."""
+    d = TrainSettings()
+    parser.add_argument("--scenario", default=d.scenario)
+    parser.add_argument("--scenario-kwargs", type=cli.json_object, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
+    parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default=d.algo)
+    parser.add_argument("--num-envs", type=cli.positive_int, default=d.num_envs)
+    parser.add_argument("--cost-weight", type=cli.cost_weight, default=d.cost_weight,
+                        help="hours of JCT per dollar in the reward")
+    parser.add_argument("--window", type=cli.positive_int, default=d.window)
+    parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=d.warmup_workloads,
+                        help="workloads pre-filling the retrieval history")
+    parser.add_argument("--start-rule", type=cli.start_rule, default=d.start_rule,
+                        help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request")
+    parser.add_argument("--n-steps", type=cli.positive_int, default=d.n_steps, help="rollout length per env")
+    parser.add_argument("--eval-every", type=cli.positive_int, default=d.eval_every)
+    parser.add_argument("--eval-seeds", type=cli.positive_int, default=d.eval_seeds, help="held-out workloads during training")
+    parser.add_argument("--final-seeds", type=cli.positive_int, default=d.final_seeds,
+                        help="held-out workloads for the final table")
+    parser.add_argument("--checkpoint-every", type=cli.positive_int, default=d.checkpoint_every)
+    parser.add_argument("--torch-threads", type=cli.positive_int, default=d.torch_threads,
+                        help="torch's intra-op threads (torch.set_num_threads); results are the same for the same "
+                             "seed and thread count, not across thread counts")
+    cli.add_uncertainty_flags(parser, default=d.uncertainty)
+
+
+def parse_args(parser, argv=None):
+    """``parser.parse_args`` with the ``--uncertainty.<field>`` flags folded into
+    ``uncertainty`` (a bad value is a one-line argparse error naming the flag)."""
+    args = parser.parse_args(argv)
+    args.uncertainty = cli.parse_uncertainty(parser, args)
+    return args
+
+
+def check_settings(run: Path, settings: TrainSettings, resume: bool) -> None:
+    """Write the run's settings (a fresh run) or check that resuming keeps them."""
+    path = run / "settings.json"
+    mine = {key: getattr(settings, key) for key in SETTINGS}
+    if not resume:
+        path.write_text(json.dumps(mine, indent=1) + "\n")
+        return
+    if not path.exists():
+        return  # a run from before settings were recorded: nothing to compare
+    saved = json.loads(path.read_text())
+    changed = [f"--{k.replace('_', '-')} {mine[k]!r} (the run has {saved[k]!r})"
+               for k in SETTINGS if k in saved and saved[k] != mine[k]]
+    if changed:
+        raise RunError(f"--resume keeps the run's settings; these differ: {'; '.join(changed)}")
+
+
+def plot_curve(history, path: Path) -> None:
+    """Agent vs BACE-Pipe on the held-out evaluation seeds over training."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    for ax, key, label in zip(axes, ["avg_jct_h", "total_cost"], ["avg JCT (h)", "total cost ($)"], strict=True):
+        ax.plot(history.timesteps, history[f"agent_{key}"], marker="o", label="agent")
+        ax.plot(history.timesteps, history[f"bace_{key}"], ls="--", label="BACE-Pipe")
+        ax.set_xlabel("timesteps")
+        ax.set_ylabel(label)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def train_run(
+    s: TrainSettings, run: Path, *, resume: bool = False, progress_bar: bool = False,
+    on_checkpoint: Callable[[Path, int, list], None] | None = None, log: Callable[[str], None] = print,
+) -> dict:
+    """Train, evaluate and write ``run``/ (see the module docstring); returns protocol.json's
+    content with ``timesteps`` and ``train_s`` added. ``on_checkpoint(path, timesteps,
+    eval_history)`` is called after each checkpoint is saved and verified (a sweep reports it
+    to Ray Tune); ``log`` prints the progress lines and the final report."""
+    import torch
+
+    torch.set_num_threads(s.torch_threads)  # before any torch work
+    import numpy as np
+    import pandas as pd
+
+    import baselines
+    from agents.evaluation import comparison_table, evaluate
+    from agents.policy import AgentPolicy
+    from agents.protocol import order_rule_policies, paired_ratio, select_best_fixed, with_objective
+    from agents.training import (
+        PPO_KWARGS,
+        CheckpointError,
+        CheckpointLast,
+        CompareToBaceCallback,
+        EpisodeMetrics,
+        ProgressLines,
+        RunSettings,
+        load_model,
+        make_model,
+        make_vec_env,
+        pick_checkpoint,
+        previous_path,
+    )
+
+    run = Path(run)
+    run.mkdir(parents=True, exist_ok=True)
+    last = run / "last.zip"
+    if resume and not last.exists() and not previous_path(last).exists():
+        raise RunError(f"--resume: no checkpoint at {last}")
+    check_settings(run, s, resume)
+    if not resume:  # a fresh run under a used name: no stale curves next to the new ones
+        for stale in ("eval.csv", "curve.png", "monitor.csv"):
+            (run / stale).unlink(missing_ok=True)
+    env_kwargs = {
+        "window": s.window,
+        "cost_weight": s.cost_weight,
+        "uncertainty": s.uncertainty,
+        "warmup_workloads": s.warmup_workloads,
+        "start_rule": s.start_rule,
+    }
+    env = make_vec_env(s.num_envs, s.scenario, s.scenario_kwargs, seed=s.seed, monitor_dir=run, append=resume,
+                       **env_kwargs)
+    if resume:
+        try:
+            ckpt, note = pick_checkpoint(last)
+        except CheckpointError as err:
+            raise RunError(f"--resume: {err}") from None
+        if note:
+            log(f"--resume: {note}")
+        try:
+            model = load_model(s.algo, ckpt, env=env)
+        except (TypeError, ValueError) as err:  # another algorithm's checkpoint, another layout
+            raise RunError(f"--resume: {ckpt} does not fit --algo {s.algo} and these envs: {err}") from None
+        model.tensorboard_log = str(run / "tb")  # the zip remembers where it was first trained
+        # fresh workloads for the resumed part, not a replay of the first ones, from env seeds
+        # that stay below the held-out ones whatever the step count
+        mixed = np.random.SeedSequence([s.seed, model.num_timesteps]).generate_state(1)[0]
+        env.seed(int(mixed) % (HELD_OUT - s.num_envs))
+    else:
+        model = make_model(s.algo, env, s.seed, str(run / "tb"), n_steps=s.n_steps,
+                           **{**PPO_KWARGS, "learning_rate": s.learning_rate})
+    eval_seeds = range(HELD_OUT, HELD_OUT + s.eval_seeds)
+    compare = CompareToBaceCallback(s.eval_every, s.scenario, eval_seeds, s.scenario_kwargs, env_kwargs)
+    saved = None if on_checkpoint is None else (lambda path, steps: on_checkpoint(path, steps, list(compare.history)))
+    remaining = max(0, s.timesteps - model.num_timesteps)
+    # the evaluation first: a checkpoint saved at the same step then carries it in its history
+    callbacks = [RunSettings(asdict(s)), EpisodeMetrics(), compare,
+                 CheckpointLast(last, s.checkpoint_every, on_save=saved)]
+    if not progress_bar:  # a redirected log still shows where training is
+        callbacks.append(ProgressLines(min(s.eval_every, s.checkpoint_every), s.timesteps, compare, write=log))
+    start = time.time()
+    model.learn(
+        remaining,
+        callback=callbacks,
+        reset_num_timesteps=not resume,
+        progress_bar=progress_bar,
+        tb_log_name="ppo",
+    )
+    train_s = time.time() - start
+    if compare.history:
+        history = pd.DataFrame(compare.history)
+        path = run / "eval.csv"
+        if resume and path.exists():
+            history = pd.concat([pd.read_csv(path), history], ignore_index=True)
+        history.to_csv(path, index=False)
+        plot_curve(history, run / "curve.png")
+    policies = {"agent": AgentPolicy(model)}
+    policies.update({n: baselines.make(n) for n in baselines.names()})
+    final_seeds = range(HELD_OUT + 10_000, HELD_OUT + 10_000 + s.final_seeds)
+    # the strongest fixed policy of the agent's action space, chosen on seeds of its own
+    validation_seeds = range(HELD_OUT + 20_000, HELD_OUT + 20_000 + s.final_seeds)
+    best, _ = select_best_fixed(s.scenario, validation_seeds, s.cost_weight, s.scenario_kwargs, env_kwargs)
+    best_row = f"best fixed ({best})"
+    policies[best_row] = order_rule_policies()[best]
+    runs = evaluate(policies, s.scenario, final_seeds, s.scenario_kwargs, env_kwargs)
+    table = comparison_table(runs)
+    table.to_csv(run / "comparison.csv")
+    per_seed = with_objective(runs, s.cost_weight).pivot(index="seed", columns="policy")
+    paired = paired_ratio(per_seed["objective"]["agent"].to_numpy(), per_seed["objective"][best_row].to_numpy(),
+                          seed=s.seed)
+    protocol = {
+        "best_fixed": best, "validation_seeds": [validation_seeds.start, validation_seeds.stop - 1],
+        "test_seeds": [final_seeds.start, final_seeds.stop - 1], "cost_weight": s.cost_weight,
+        "objective_ratio": paired,
+        "jct_ratio": float(table.loc["agent", "avg_jct_h"] / table.loc[best_row, "avg_jct_h"]),
+        "cost_ratio": float(table.loc["agent", "total_cost"] / table.loc[best_row, "total_cost"]),
+    }
+    (run / "protocol.json").write_text(json.dumps(protocol, indent=1) + "\n")
+    log(f"\ntrained {model.num_timesteps} steps in {train_s:.0f} s; held-out seeds {final_seeds.start}..{final_seeds.stop - 1}")
+    log(table.round(3).to_markdown())
+    log(
+        f"\nagent / {best_row}, the best queue order x placement rule on validation seeds "
+        f"{validation_seeds.start}..{validation_seeds.stop - 1}, in the trained objective "
+        f"(N x avg JCT + {s.cost_weight:g} x cost) on the test seeds: {paired['ratio']:.3f} "
+        f"(95% CI {paired['ci_low']:.3f}-{paired['ci_high']:.3f}); avg JCT {protocol['jct_ratio']:.3f}x, "
+        f"cost {protocol['cost_ratio']:.3f}x"
+    )
+    log(f"\nwrote {run}/: " + ", ".join(written(run)))
+    return {**protocol, "timesteps": int(model.num_timesteps), "train_s": train_s,
+            "agent_jct_vs_bace_pipe": float(table.loc["agent", "jct_vs_bace_pipe"]),
+            "agent_cost_vs_bace_pipe": float(table.loc["agent", "cost_vs_bace_pipe"])}
+
+
+def written(run: Path) -> list[str]:
+    """The run folder's outputs that exist, with their sizes."""
+    names = ("last.zip", "previous.zip", "comparison.csv", "protocol.json", "eval.csv", "curve.png", "settings.json",
+             "monitor.csv")
+    out = [f"{name} ({size_text((run / name).stat().st_size)})" for name in names if (run / name).exists()]
+    if (run / "tb").is_dir():
+        out.append(f"tb/ ({sum(1 for _ in (run / 'tb').rglob('events.out.tfevents.*'))} TensorBoard event files)")
+    return out
+
+
+def size_text(size: int) -> str:
+    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} kB" if size >= 1e3 else f"{size} B"
