@@ -34,7 +34,8 @@ TORCH_THREADS = 1
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with seed + i
 # The options that define a run: resuming must not change them.
 SETTINGS = ("scenario", "scenario_kwargs", "algo", "num_envs", "seed", "cost_weight", "window",
-            "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate")
+            "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate", "bc_steps", "bc_epochs",
+            "bc_teacher")
 
 
 class RunError(RuntimeError):
@@ -63,6 +64,9 @@ class TrainSettings:
     final_seeds: int = 30
     checkpoint_every: int = 10_000
     torch_threads: int = TORCH_THREADS
+    bc_steps: int = 0
+    bc_epochs: int = 10
+    bc_teacher: str = "best"
 
     @classmethod
     def of(cls, options) -> TrainSettings:
@@ -95,6 +99,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--torch-threads", type=cli.positive_int, default=d.torch_threads,
                         help="torch's intra-op threads (torch.set_num_threads); results are the same for the same "
                              "seed and thread count, not across thread counts")
+    parser.add_argument("--bc-steps", type=cli.non_negative_int, default=d.bc_steps,
+                        help="behaviour cloning before PPO (agents/bc.py): the teacher's decisions to imitate; 0: none")
+    parser.add_argument("--bc-epochs", type=cli.positive_int, default=d.bc_epochs,
+                        help="passes over the behaviour-cloning decisions")
+    parser.add_argument("--bc-teacher", default=d.bc_teacher,
+                        help='the policy to imitate: "best" (the protocol\'s best fixed policy, chosen on validation '
+                             'seeds), an <order>+<rule> policy (e.g. priority+pathfinder_quarter) or a baseline name')
     cli.add_uncertainty_flags(parser, default=d.uncertainty)
 
 
@@ -123,7 +134,8 @@ def check_settings(run: Path, settings: TrainSettings, resume: bool) -> None:
 
 
 def plot_curve(history, path: Path) -> None:
-    """Agent vs BACE-Pipe on the held-out evaluation seeds over training."""
+    """Agent vs BACE-Pipe (and the best fixed policy, when eval.csv has it) on the held-out
+    evaluation seeds over training."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -133,12 +145,32 @@ def plot_curve(history, path: Path) -> None:
     for ax, key, label in zip(axes, ["avg_jct_h", "total_cost"], ["avg JCT (h)", "total cost ($)"], strict=True):
         ax.plot(history.timesteps, history[f"agent_{key}"], marker="o", label="agent")
         ax.plot(history.timesteps, history[f"bace_{key}"], ls="--", label="BACE-Pipe")
+        if f"best_{key}" in history:
+            ax.plot(history.timesteps, history[f"best_{key}"], ls=":", label="best fixed")
         ax.set_xlabel("timesteps")
         ax.set_ylabel(label)
     axes[0].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
+
+
+def behaviour_clone(model, teacher, s: TrainSettings, env_kwargs: dict, run: Path, log) -> None:
+    """Warm start (agents/bc.py): ``s.bc_steps`` of the teacher's decisions on workloads from
+    seeds ``s.seed + s.num_envs`` on (the training envs start at ``s.seed``; all far below the
+    held-out ones), ``s.bc_epochs`` passes over them; writes ``run``/bc.csv, a row per pass."""
+    import pandas as pd
+
+    from agents import bc
+
+    start = time.time()
+    demos = bc.collect(teacher, s.bc_steps, s.num_envs, s.scenario, s.scenario_kwargs, seed=s.seed + s.num_envs,
+                       gamma=model.gamma, **env_kwargs)
+    history = bc.clone(model, demos, s.bc_epochs, batch_size=model.batch_size, seed=s.seed)
+    pd.DataFrame(history).rename_axis("epoch").to_csv(run / "bc.csv")
+    last = history[-1]
+    log(f"behaviour cloning of {getattr(teacher, 'name', teacher)}: {len(demos)} decisions, {s.bc_epochs} passes, "
+        f"{time.time() - start:.0f} s; the agent's most likely action is the teacher's in {100 * last['agreement']:.1f}%")
 
 
 def train_run(
@@ -174,6 +206,10 @@ def train_run(
         previous_path,
     )
 
+    teachers = {**order_rule_policies(), **{n: baselines.make(n) for n in baselines.names()}}
+    if s.bc_teacher != "best" and s.bc_teacher not in teachers:
+        raise RunError(f"--bc-teacher {s.bc_teacher!r}: not a policy; use best, an <order>+<rule> policy "
+                       f"({', '.join(list(order_rule_policies())[:2])}, ...) or a baseline ({', '.join(baselines.names())})")
     run = Path(run)
     run.mkdir(parents=True, exist_ok=True)
     last = run / "last.zip"
@@ -181,7 +217,7 @@ def train_run(
         raise RunError(f"--resume: no checkpoint at {last}")
     check_settings(run, s, resume)
     if not resume:  # a fresh run under a used name: no stale curves next to the new ones
-        for stale in ("eval.csv", "curve.png", "monitor.csv"):
+        for stale in ("eval.csv", "curve.png", "monitor.csv", "bc.csv"):
             (run / stale).unlink(missing_ok=True)
     env_kwargs = {
         "window": s.window,
@@ -211,8 +247,21 @@ def train_run(
     else:
         model = make_model(s.algo, env, s.seed, str(run / "tb"), n_steps=s.n_steps,
                            **{**PPO_KWARGS, "learning_rate": s.learning_rate})
+    # the strongest fixed policy of the agent's action space, chosen on seeds of its own before
+    # training: the held-out evaluations and the final table compare with it, and behaviour
+    # cloning may imitate it
+    final_seeds = range(HELD_OUT + 10_000, HELD_OUT + 10_000 + s.final_seeds)
+    validation_seeds = range(HELD_OUT + 20_000, HELD_OUT + 20_000 + s.final_seeds)
+    best, _ = select_best_fixed(s.scenario, validation_seeds, s.cost_weight, s.scenario_kwargs, env_kwargs)
+    best_row = f"best fixed ({best})"
+    best_policy = order_rule_policies()[best]
+    cloned = s.bc_steps > 0 and not resume
+    if cloned:
+        teacher = best_policy if s.bc_teacher == "best" else teachers[s.bc_teacher]
+        behaviour_clone(model, teacher, s, env_kwargs, run, log)
     eval_seeds = range(HELD_OUT, HELD_OUT + s.eval_seeds)
-    compare = CompareToBaceCallback(s.eval_every, s.scenario, eval_seeds, s.scenario_kwargs, env_kwargs)
+    compare = CompareToBaceCallback(s.eval_every, s.scenario, eval_seeds, s.scenario_kwargs, env_kwargs,
+                                    best_fixed=(best, best_policy), cost_weight=s.cost_weight, at_start=cloned)
     saved = None if on_checkpoint is None else (lambda path, steps: on_checkpoint(path, steps, list(compare.history)))
     remaining = max(0, s.timesteps - model.num_timesteps)
     # the evaluation first: a checkpoint saved at the same step then carries it in its history
@@ -238,12 +287,7 @@ def train_run(
         plot_curve(history, run / "curve.png")
     policies = {"agent": AgentPolicy(model)}
     policies.update({n: baselines.make(n) for n in baselines.names()})
-    final_seeds = range(HELD_OUT + 10_000, HELD_OUT + 10_000 + s.final_seeds)
-    # the strongest fixed policy of the agent's action space, chosen on seeds of its own
-    validation_seeds = range(HELD_OUT + 20_000, HELD_OUT + 20_000 + s.final_seeds)
-    best, _ = select_best_fixed(s.scenario, validation_seeds, s.cost_weight, s.scenario_kwargs, env_kwargs)
-    best_row = f"best fixed ({best})"
-    policies[best_row] = order_rule_policies()[best]
+    policies[best_row] = best_policy
     runs = evaluate(policies, s.scenario, final_seeds, s.scenario_kwargs, env_kwargs)
     table = comparison_table(runs)
     table.to_csv(run / "comparison.csv")
@@ -276,7 +320,7 @@ def train_run(
 def written(run: Path) -> list[str]:
     """The run folder's outputs that exist, with their sizes."""
     names = ("last.zip", "previous.zip", "comparison.csv", "protocol.json", "eval.csv", "curve.png", "settings.json",
-             "monitor.csv")
+             "monitor.csv", "bc.csv")
     out = [f"{name} ({size_text((run / name).stat().st_size)})" for name in names if (run / name).exists()]
     if (run / "tb").is_dir():
         out.append(f"tb/ ({sum(1 for _ in (run / 'tb').rglob('events.out.tfevents.*'))} TensorBoard event files)")

@@ -25,6 +25,7 @@ from agents.evaluation import evaluate
 from agents.features import SlotEncoder
 from agents.optim import EagerAdam
 from agents.policy import AgentPolicy
+from agents.protocol import objective
 from geo_gym.sb3 import SB3VecEnv
 from geo_gym.vector import SUMMARY_KEYS, GeoPipeVectorEnv
 
@@ -213,6 +214,8 @@ class ProgressLines(BaseCallback):
             self._seen = len(self.compare.history)
             row = self.compare.history[-1]
             text += f", agent JCT {row['jct_ratio']:.2f}x BACE-Pipe, cost {row['cost_ratio']:.2f}x"
+            if "objective_ratio" in row:
+                text += f"; objective {row['objective_ratio']:.3f}x best fixed"
         return text
 
 
@@ -220,22 +223,37 @@ class CompareToBaceCallback(BaseCallback):
     """Every ``every`` steps, and at the end of training (unless it has just done so), run the
     agent and BACE-Pipe on the same held-out seeds and log both to TensorBoard:
     eval/agent_avg_jct_h, eval/bace_avg_jct_h, eval/jct_ratio, the total costs and their ratio,
-    and the infrastructure failures per episode of each."""
+    and the infrastructure failures per episode of each. With ``best_fixed`` (name, policy):
+    the protocol's best fixed policy too (agents/protocol.py: chosen on validation seeds, not
+    these), as eval/best_avg_jct_h, eval/best_total_cost and eval/objective_ratio, agent / best
+    fixed in the trained objective (N x avg JCT + ``cost_weight`` x cost, ratio of the means
+    over these seeds). ``at_start``: evaluate once before the first update as well (the
+    starting policy, e.g. after behaviour cloning)."""
 
-    def __init__(self, every: int, scenario, seeds, scenario_kwargs=None, env_kwargs=None):
+    def __init__(self, every: int, scenario, seeds, scenario_kwargs=None, env_kwargs=None,
+                 best_fixed: tuple[str, object] | None = None, cost_weight: float = 0.0, at_start: bool = False):
         super().__init__()
         self.every = int(every)
         self.scenario = scenario
         self.seeds = list(seeds)
         self.scenario_kwargs = scenario_kwargs
         self.env_kwargs = env_kwargs
+        self.cost_weight = cost_weight
+        self.at_start = at_start
         self._last = 0
         self.history: list[dict] = []
-        # BACE-Pipe is deterministic: evaluate it once.
-        self._bace = evaluate({"bace_pipe": baselines.make("bace_pipe")}, scenario, self.seeds, scenario_kwargs, env_kwargs)
+        # the fixed policies are deterministic: evaluate them once
+        fixed = {"bace_pipe": baselines.make("bace_pipe")}
+        if best_fixed is not None:
+            fixed["best"] = best_fixed[1]
+        runs = evaluate(fixed, scenario, self.seeds, scenario_kwargs, env_kwargs)
+        self._bace = runs[runs.policy == "bace_pipe"]
+        self._best = runs[runs.policy == "best"] if best_fixed is not None else None
 
     def _on_training_start(self) -> None:
         self._last = self.num_timesteps - self.num_timesteps % self.every  # as CheckpointLast
+        if self.at_start:
+            self._evaluate()
 
     def _on_step(self) -> bool:
         if self.num_timesteps - self._last >= self.every:
@@ -263,6 +281,12 @@ class CompareToBaceCallback(BaseCallback):
             "agent_failures": float(agent.failures.mean()),
             "bace_failures": float(self._bace.failures.mean()),
         }
+        if self._best is not None:
+            row["best_avg_jct_h"] = float(self._best.avg_jct_h.mean())
+            row["best_total_cost"] = float(self._best.total_cost.mean())
+            row["objective_ratio"] = float(
+                objective(agent.avg_jct_h, agent.total_cost, agent.num_jobs, self.cost_weight).mean()
+                / objective(self._best.avg_jct_h, self._best.total_cost, self._best.num_jobs, self.cost_weight).mean())
         self.history.append(row)
         for key, value in row.items():
             if key != "timesteps":
@@ -292,7 +316,7 @@ class RunSettings(BaseCallback):
     ``HParam`` (HPARAMS tab, beside ``metrics``, the scalar tags to compare runs by). Values
     that are not numbers, strings or booleans (dicts, lists, None) are written as JSON."""
 
-    METRICS = ("eval/jct_ratio", "eval/cost_ratio", "rollout/ep_rew_mean", "rollout/ep_avg_jct_h_mean")
+    METRICS = ("eval/objective_ratio", "eval/jct_ratio", "eval/cost_ratio", "rollout/ep_rew_mean", "rollout/ep_avg_jct_h_mean")
 
     def __init__(self, settings: dict, metrics=METRICS):
         super().__init__()

@@ -63,8 +63,19 @@ def test_tensorboard_has_eval_episode_and_settings_tags(runs: Path) -> None:
     acc = events(runs / "a")
     scalars = set(acc.Tags()["scalars"])
     # eval/ at the end although --eval-every is beyond the budget
-    assert {"eval/jct_ratio", "eval/cost_ratio", "eval/agent_avg_jct_h", "eval/agent_failures"} <= scalars
+    assert {"eval/jct_ratio", "eval/cost_ratio", "eval/agent_avg_jct_h", "eval/agent_failures",
+            "eval/objective_ratio", "eval/best_avg_jct_h", "eval/best_total_cost"} <= scalars
     assert [e.step for e in acc.Scalars("eval/jct_ratio")] == [1024]
+    # eval/objective_ratio: agent / the protocol's best fixed policy in the trained objective
+    row = pd.read_csv(runs / "a" / "eval.csv").iloc[-1]
+    comparison = pd.read_csv(runs / "a" / "comparison.csv", index_col=0)
+    (best_row,) = [name for name in comparison.index if name.startswith("best fixed (")]
+    assert acc.Scalars("eval/objective_ratio")[0].value == pytest.approx(row.objective_ratio, rel=1e-6)
+    # one evaluation seed of `recurring` (60 jobs), the default cost weight 0.1
+    assert row.objective_ratio == pytest.approx((60 * row.agent_avg_jct_h + 0.1 * row.agent_total_cost)
+                                                / (60 * row.best_avg_jct_h + 0.1 * row.best_total_cost), rel=1e-9)
+    # the best fixed policy of the evaluations is the final table's (chosen once, on validation seeds)
+    assert best_row == f"best fixed ({json.loads((runs / 'a' / 'protocol.json').read_text())['best_fixed']})"
     assert json.loads(pd.read_csv(runs / "a" / "eval.csv").timesteps.to_json()) == {"0": 1024}
     # the training episodes' outcomes, per rollout, beside SB3's own episode scalars
     for key in ("avg_jct_h", "total_cost", "failures"):
