@@ -29,11 +29,19 @@ def ratio_name(metric: str, reference: str = REFERENCE) -> str:
 
 
 def evaluate(policies: dict, scenario, seeds, scenario_kwargs=None, env_kwargs=None) -> pd.DataFrame:
-    """One row per (policy, seed) with the episode summary."""
+    """One row per (policy, seed) with the episode summary. ``scenario``: a name or Scenario
+    for every seed, or a list of Scenarios, one per seed (e.g. held-out trace windows)."""
+    seeds = list(seeds)
+    if isinstance(scenario, list | tuple):
+        if len(scenario) != len(seeds):
+            raise ValueError(f"{len(scenario)} scenarios for {len(seeds)} seeds: give one per seed")
+        workloads = list(scenario)
+    else:
+        workloads = [scenario] * len(seeds)
     rows = []
     for name, policy in policies.items():
-        for seed in seeds:
-            res = simulate(scenario, policy, seed=int(seed), scenario_kwargs=scenario_kwargs, env_kwargs=env_kwargs)
+        for seed, workload in zip(seeds, workloads, strict=True):
+            res = simulate(workload, policy, seed=int(seed), scenario_kwargs=scenario_kwargs, env_kwargs=env_kwargs)
             rows.append({"policy": name, "seed": int(seed), **{m: res.summary[m] for m in METRICS},
                          "num_jobs": res.summary["num_jobs"]})
     return pd.DataFrame(rows)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from geo_gym import cli
@@ -34,8 +34,8 @@ TORCH_THREADS = 1
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with seed + i
 # The options that define a run: resuming must not change them.
 SETTINGS = ("scenario", "scenario_kwargs", "algo", "num_envs", "seed", "cost_weight", "window",
-            "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate", "bc_steps", "bc_epochs",
-            "bc_teacher")
+            "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate", "ent_coef", "bc_steps", "bc_epochs",
+            "bc_teacher", "trace", "trace_kind", "window_days", "train_fraction", "max_jobs")
 
 
 class RunError(RuntimeError):
@@ -55,10 +55,11 @@ class TrainSettings:
     cost_weight: float = 0.1
     window: int = 8
     uncertainty: str | dict = "realistic"
-    warmup_workloads: int = 2
-    start_rule: str = "memory"
+    warmup_workloads: int | None = None  # 2 for a scenario, 0 for a trace (resolved by train_run)
+    start_rule: str | None = None  # "memory" for a scenario, the mapping's "request" for a trace
     n_steps: int = 128
     learning_rate: float = 3e-4
+    ent_coef: float = 0.01
     eval_every: int = 20_000
     eval_seeds: int = 10
     final_seeds: int = 30
@@ -67,6 +68,11 @@ class TrainSettings:
     bc_steps: int = 0
     bc_epochs: int = 10
     bc_teacher: str = "best"
+    trace: str | None = None
+    trace_kind: str | None = None
+    window_days: float = 1.0
+    train_fraction: float = 0.7
+    max_jobs: int = 300
 
     @classmethod
     def of(cls, options) -> TrainSettings:
@@ -87,9 +93,10 @@ def add_arguments(parser) -> None:
                         help="hours of JCT per dollar in the reward")
     parser.add_argument("--window", type=cli.positive_int, default=d.window)
     parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=d.warmup_workloads,
-                        help="workloads pre-filling the retrieval history")
+                        help="workloads pre-filling the retrieval history (default 2; with --trace: 0, the only choice)")
     parser.add_argument("--start-rule", type=cli.start_rule, default=d.start_rule,
-                        help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request")
+                        help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request "
+                             "(default memory; with --trace the mapping's request)")
     parser.add_argument("--n-steps", type=cli.positive_int, default=d.n_steps, help="rollout length per env")
     parser.add_argument("--eval-every", type=cli.positive_int, default=d.eval_every)
     parser.add_argument("--eval-seeds", type=cli.positive_int, default=d.eval_seeds, help="held-out workloads during training")
@@ -99,6 +106,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--torch-threads", type=cli.positive_int, default=d.torch_threads,
                         help="torch's intra-op threads (torch.set_num_threads); results are the same for the same "
                              "seed and thread count, not across thread counts")
+    parser.add_argument("--ent-coef", type=cli.finite_non_negative, default=d.ent_coef,
+                        help="PPO's entropy bonus (after behaviour cloning, 0 keeps the policy near its teacher)")
     parser.add_argument("--bc-steps", type=cli.non_negative_int, default=d.bc_steps,
                         help="behaviour cloning before PPO (agents/bc.py): the teacher's decisions to imitate; 0: none")
     parser.add_argument("--bc-epochs", type=cli.positive_int, default=d.bc_epochs,
@@ -106,6 +115,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--bc-teacher", default=d.bc_teacher,
                         help='the policy to imitate: "best" (the protocol\'s best fixed policy, chosen on validation '
                              'seeds), an <order>+<rule> policy (e.g. priority+pathfinder_quarter) or a baseline name')
+    trace = parser.add_argument_group("training on a trace (traces/windows.py, docs/training.md)")
+    trace.add_argument("--trace", metavar="PATH", default=d.trace,
+                       help="train on windows of the trace's first --train-fraction, evaluate on later ones; "
+                            "--scenario and --scenario-kwargs are then not used")
+    trace.add_argument("--trace-kind", default=d.trace_kind, help="the file's format (traces.READERS); default: guessed")
+    trace.add_argument("--window-days", type=cli.finite_positive, default=d.window_days, help="length of a window")
+    trace.add_argument("--train-fraction", type=cli.fraction, default=d.train_fraction,
+                       help="the part of the trace's span whose windows are trained on, in (0, 1)")
+    trace.add_argument("--max-jobs", type=cli.positive_int, default=d.max_jobs, help="first jobs of each window")
     cli.add_uncertainty_flags(parser, default=d.uncertainty)
 
 
@@ -155,16 +173,85 @@ def plot_curve(history, path: Path) -> None:
     plt.close(fig)
 
 
-def behaviour_clone(model, teacher, s: TrainSettings, env_kwargs: dict, run: Path, log) -> None:
-    """Warm start (agents/bc.py): ``s.bc_steps`` of the teacher's decisions on workloads from
-    seeds ``s.seed + s.num_envs`` on (the training envs start at ``s.seed``; all far below the
-    held-out ones), ``s.bc_epochs`` passes over them; writes ``run``/bc.csv, a row per pass."""
+def resolved(s: TrainSettings) -> TrainSettings:
+    """``s`` with the defaults that depend on the workload filled in: a scenario trains with
+    2 warm-up workloads under the memory start rule, a trace with none under the mapping's
+    request rule. Warm-up workloads with a trace are an error: a held-out window's history
+    would be the window itself."""
+    if s.trace is not None and s.warmup_workloads:
+        raise RunError("--warmup-workloads with --trace: a held-out window's warm-up history would be the window "
+                       "itself; trace runs have no warm-up history (leave the flag out or give 0)")
+    return replace(
+        s,
+        warmup_workloads=s.warmup_workloads if s.warmup_workloads is not None else (0 if s.trace else 2),
+        start_rule=s.start_rule or ("request" if s.trace else "memory"),
+    )
+
+
+@dataclass
+class Workloads:
+    """Where a run trains and where it is measured. ``train``: a scenario name or a pool of
+    Scenarios (a trace's training windows); ``curve``, ``validation``, ``test``: (scenario or
+    list of Scenarios, one per seed; seeds) for the evaluations during training, the choice of
+    the best fixed policy and the final table; ``windows``: the trace windows' start days by
+    use, for protocol.json; ``note``: a line saying what was cut."""
+
+    train: object
+    train_kwargs: dict
+    held_out_kwargs: dict
+    curve: tuple
+    validation: tuple
+    test: tuple
+    windows: dict = field(default_factory=dict)
+    note: str = ""
+
+
+def workloads(s: TrainSettings) -> Workloads:
+    """Seeds of one scenario (held-out ones from ``HELD_OUT`` on), or a trace's windows:
+    training windows from its first part, validation and test windows after it
+    (traces/windows.py), each held-out window simulated with its own seed."""
+    curve = range(HELD_OUT, HELD_OUT + s.eval_seeds)
+    test = range(HELD_OUT + 10_000, HELD_OUT + 10_000 + s.final_seeds)
+    validation = range(HELD_OUT + 20_000, HELD_OUT + 20_000 + s.final_seeds)
+    if s.trace is None:
+        return Workloads(s.scenario, s.scenario_kwargs, s.scenario_kwargs, (s.scenario, curve),
+                         (s.scenario, validation), (s.scenario, test))
+    from traces.readers import guess_kind, read_trace
+    from traces.windows import split_windows
+
+    path = Path(s.trace)
+    if not path.is_file():
+        raise RunError(f"--trace {path}: {'is not a file' if path.exists() else 'does not exist'}")
+    kind = s.trace_kind or guess_kind(path)
+    if kind is None:
+        raise RunError(f"--trace {path}: cannot tell the format from the name; give --trace-kind")
+    try:
+        split = split_windows(read_trace(path, kind), s.window_days, s.train_fraction, s.max_jobs,
+                              start_rule=s.start_rule)
+    except (OSError, ValueError, KeyError) as err:
+        raise RunError(f"--trace {path} (--trace-kind {kind}): {err}") from None
+    cut = {"validation": split.validation[: s.final_seeds], "test": split.test[: s.final_seeds]}
+    cut["curve"] = cut["validation"][: s.eval_seeds]
+    note = (f"trace {path} [{kind}]: {split.describe()}; held out: {len(cut['validation'])} validation, "
+            f"{len(cut['test'])} test windows (--final-seeds), the curve on the first {len(cut['curve'])}")
+    starts = {f"{k}_window_start_days": split.starts_days[k][: len(cut.get(k, split.train))]
+              for k in ("train", "validation", "test")}
+    return Workloads(split.train, {}, {}, (cut["curve"], curve[: len(cut["curve"])]),
+                     (cut["validation"], validation[: len(cut["validation"])]),
+                     (cut["test"], test[: len(cut["test"])]), starts, note)
+
+
+def behaviour_clone(model, teacher, s: TrainSettings, w: Workloads, env_kwargs: dict, run: Path, log) -> None:
+    """Warm start (agents/bc.py): ``s.bc_steps`` of the teacher's decisions on training
+    workloads from seeds ``s.seed + s.num_envs`` on (the training envs start at ``s.seed``; all
+    far below the held-out ones), ``s.bc_epochs`` passes over them; writes ``run``/bc.csv, a
+    row per pass."""
     import pandas as pd
 
     from agents import bc
 
     start = time.time()
-    demos = bc.collect(teacher, s.bc_steps, s.num_envs, s.scenario, s.scenario_kwargs, seed=s.seed + s.num_envs,
+    demos = bc.collect(teacher, s.bc_steps, s.num_envs, w.train, w.train_kwargs, seed=s.seed + s.num_envs,
                        gamma=model.gamma, **env_kwargs)
     history = bc.clone(model, demos, s.bc_epochs, batch_size=model.batch_size, seed=s.seed)
     pd.DataFrame(history).rename_axis("epoch").to_csv(run / "bc.csv")
@@ -181,6 +268,7 @@ def train_run(
     content with ``timesteps`` and ``train_s`` added. ``on_checkpoint(path, timesteps,
     eval_history)`` is called after each checkpoint is saved and verified (a sweep reports it
     to Ray Tune); ``log`` prints the progress lines and the final report."""
+    s = resolved(s)
     import torch
 
     torch.set_num_threads(s.torch_threads)  # before any torch work
@@ -226,7 +314,10 @@ def train_run(
         "warmup_workloads": s.warmup_workloads,
         "start_rule": s.start_rule,
     }
-    env = make_vec_env(s.num_envs, s.scenario, s.scenario_kwargs, seed=s.seed, monitor_dir=run, append=resume,
+    w = workloads(s)
+    if w.note:
+        log(w.note)
+    env = make_vec_env(s.num_envs, w.train, w.train_kwargs, seed=s.seed, monitor_dir=run, append=resume,
                        **env_kwargs)
     if resume:
         try:
@@ -246,21 +337,19 @@ def train_run(
         env.seed(int(mixed) % (HELD_OUT - s.num_envs))
     else:
         model = make_model(s.algo, env, s.seed, str(run / "tb"), n_steps=s.n_steps,
-                           **{**PPO_KWARGS, "learning_rate": s.learning_rate})
+                           **{**PPO_KWARGS, "learning_rate": s.learning_rate, "ent_coef": s.ent_coef})
     # the strongest fixed policy of the agent's action space, chosen on seeds of its own before
     # training: the held-out evaluations and the final table compare with it, and behaviour
     # cloning may imitate it
-    final_seeds = range(HELD_OUT + 10_000, HELD_OUT + 10_000 + s.final_seeds)
-    validation_seeds = range(HELD_OUT + 20_000, HELD_OUT + 20_000 + s.final_seeds)
-    best, _ = select_best_fixed(s.scenario, validation_seeds, s.cost_weight, s.scenario_kwargs, env_kwargs)
+    (test, final_seeds), (validation, validation_seeds) = w.test, w.validation
+    best, _ = select_best_fixed(validation, validation_seeds, s.cost_weight, w.held_out_kwargs, env_kwargs)
     best_row = f"best fixed ({best})"
     best_policy = order_rule_policies()[best]
     cloned = s.bc_steps > 0 and not resume
     if cloned:
         teacher = best_policy if s.bc_teacher == "best" else teachers[s.bc_teacher]
-        behaviour_clone(model, teacher, s, env_kwargs, run, log)
-    eval_seeds = range(HELD_OUT, HELD_OUT + s.eval_seeds)
-    compare = CompareToBaceCallback(s.eval_every, s.scenario, eval_seeds, s.scenario_kwargs, env_kwargs,
+        behaviour_clone(model, teacher, s, w, env_kwargs, run, log)
+    compare = CompareToBaceCallback(s.eval_every, *w.curve, w.held_out_kwargs, env_kwargs,
                                     best_fixed=(best, best_policy), cost_weight=s.cost_weight, at_start=cloned)
     saved = None if on_checkpoint is None else (lambda path, steps: on_checkpoint(path, steps, list(compare.history)))
     remaining = max(0, s.timesteps - model.num_timesteps)
@@ -288,7 +377,7 @@ def train_run(
     policies = {"agent": AgentPolicy(model)}
     policies.update({n: baselines.make(n) for n in baselines.names()})
     policies[best_row] = best_policy
-    runs = evaluate(policies, s.scenario, final_seeds, s.scenario_kwargs, env_kwargs)
+    runs = evaluate(policies, test, final_seeds, w.held_out_kwargs, env_kwargs)
     table = comparison_table(runs)
     table.to_csv(run / "comparison.csv")
     per_seed = with_objective(runs, s.cost_weight).pivot(index="seed", columns="policy")
@@ -297,12 +386,15 @@ def train_run(
     protocol = {
         "best_fixed": best, "validation_seeds": [validation_seeds.start, validation_seeds.stop - 1],
         "test_seeds": [final_seeds.start, final_seeds.stop - 1], "cost_weight": s.cost_weight,
+        **w.windows,
         "objective_ratio": paired,
         "jct_ratio": float(table.loc["agent", "avg_jct_h"] / table.loc[best_row, "avg_jct_h"]),
         "cost_ratio": float(table.loc["agent", "total_cost"] / table.loc[best_row, "total_cost"]),
     }
     (run / "protocol.json").write_text(json.dumps(protocol, indent=1) + "\n")
-    log(f"\ntrained {model.num_timesteps} steps in {train_s:.0f} s; held-out seeds {final_seeds.start}..{final_seeds.stop - 1}")
+    held_out = (f"held-out test windows starting on days {', '.join(f'{d:g}' for d in w.windows['test_window_start_days'])}"
+                if w.windows else f"held-out seeds {final_seeds.start}..{final_seeds.stop - 1}")
+    log(f"\ntrained {model.num_timesteps} steps in {train_s:.0f} s; {held_out}")
     log(table.round(3).to_markdown())
     log(
         f"\nagent / {best_row}, the best queue order x placement rule on validation seeds "

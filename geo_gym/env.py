@@ -63,7 +63,8 @@ masked or not, can loop forever. A truncated episode's last ``info`` has the sam
 unfinished jobs make ``avg_jct_h`` and ``makespan_h`` NaN) and ``truncated_idle`` = True.
 
 ## Arguments
-``scenario`` (name or ``Scenario``), ``scenario_kwargs`` (its knobs), ``window`` (W, 8),
+``scenario`` (name, ``Scenario``, or a list of Scenarios of one region count: a pool from which
+each episode's workload seed picks one, e.g. a trace's windows), ``scenario_kwargs`` (its knobs), ``window`` (W, 8),
 ``cost_weight`` (hours per dollar, 0.1), ``max_jobs`` (jobs the simulator state is first
 sized for; it grows to fit any workload),
 ``uncertainty`` (an ``UncertaintyConfig`` or a preset name: "perfect" (default), "realistic",
@@ -202,7 +203,7 @@ class GeoPipeEnv(gym.Env):
 
     def __init__(
         self,
-        scenario: str | Scenario = "paper-default",
+        scenario: str | Scenario | list[Scenario] = "paper-default",
         scenario_kwargs: dict[str, Any] | None = None,
         window: int = 8,
         cost_weight: float = 0.1,

@@ -366,7 +366,8 @@ def make_scenario(
     memory_model: MemoryModel | None = None, **knobs,
 ) -> Scenario:
     """Build a named scenario; a ``Scenario`` passes through (its own knobs then forbidden,
-    ``COMPUTE_KNOBS`` allowed). ``start_rule`` / ``memory_model`` replace the scenario's own
+    ``COMPUTE_KNOBS`` allowed), and a list or tuple of Scenarios is a pool (e.g. trace
+    windows) from which ``seed`` modulo its size picks one. ``start_rule`` / ``memory_model`` replace the scenario's own
     (None: keep them)."""
     return scenario_factory(name, start_rule, memory_model, **knobs)(seed)
 
@@ -415,11 +416,13 @@ def scenario_factory(
     return with_physics
 
 
-def _factory(name: str | Scenario, **knobs) -> Callable[[int], Scenario]:
+def _factory(name: str | Scenario | Sequence[Scenario], **knobs) -> Callable[[int], Scenario]:
     if isinstance(name, Scenario):
         if knobs:
             raise ValueError(f"knobs {sorted(knobs)} given with a ready-made Scenario")
         return lambda seed: name
+    if isinstance(name, list | tuple):
+        return _pool(tuple(name), knobs)
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known scenarios: {scenario_names()}")
     fn = SCENARIOS[name]
@@ -430,3 +433,19 @@ def _factory(name: str | Scenario, **knobs) -> Callable[[int], Scenario]:
     if "seed" in params:
         return partial(fn, **knobs)
     return lambda seed: fn(**knobs)
+
+
+def _pool(scenarios: tuple, knobs: dict) -> Callable[[int], Scenario]:
+    """A workload per seed from a fixed pool (e.g. a trace's training windows): the seed modulo
+    the pool's size picks it, so an env's seeded draws pick them uniformly."""
+    if knobs:
+        raise ValueError(f"knobs {sorted(knobs)} given with a pool of ready-made Scenarios")
+    if not scenarios:
+        raise ValueError("an empty pool of scenarios")
+    for i, scen in enumerate(scenarios):
+        if not isinstance(scen, Scenario):
+            raise ValueError(f"scenario pool entry {i}: not a Scenario, got {type(scen).__name__}")
+        if scen.cluster.num_regions != scenarios[0].cluster.num_regions:
+            raise ValueError(f"scenario pool entry {i} has {scen.cluster.num_regions} regions, entry 0 "
+                             f"{scenarios[0].cluster.num_regions}: an env's observation has one size")
+    return lambda seed: scenarios[seed % len(scenarios)]
