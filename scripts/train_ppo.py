@@ -5,6 +5,8 @@
     python scripts/train_ppo.py --timesteps 500000 --name long
     python scripts/train_ppo.py --name long --resume  # continue from runs/long/last.zip
     python scripts/train_ppo.py --uncertainty realistic --uncertainty.failure_rate_per_gpu_hour 0.001
+    python scripts/train_ppo.py --name bc --bc-steps 32768 --bc-epochs 10 --ent-coef 0   # clone the best fixed policy first
+    python scripts/train_ppo.py --name philly --trace ../shared/traces/philly/rfold_philly_trace.csv.gz
 
 The default workload is `recurring` (users resubmitting variants of their jobs, Poisson
 arrivals, templates' early ends, 45% on average) under the `realistic` uncertainty preset
@@ -37,6 +39,12 @@ A truncated or corrupt last.zip is skipped for previous.zip, with a line naming 
 Without a progress bar (--no-progress, or stdout not a terminal) a line reports the progress
 every --checkpoint-every or --eval-every steps, whichever is less, with the agent's held-out
 JCT and cost relative to BACE-Pipe after each evaluation.
+
+--bc-steps N: behaviour cloning before PPO (agents/bc.py): N decisions of --bc-teacher (the
+protocol's best fixed policy unless named) train the actor and the critic; bc.csv has a row per
+pass. --trace PATH: training on the windows of the trace's first --train-fraction, the best
+fixed policy chosen on later validation windows and the final table on later test windows
+(traces/windows.py); protocol.json lists each group's window start days.
 
 The run itself is agents/run.py's ``train_run``; scripts/sweep.py runs several of them (seeds,
 learning rates, budgets) as Ray Tune trials.
