@@ -33,7 +33,7 @@ TORCH_THREADS = 1
 
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with seed + i
 # The options that define a run: resuming must not change them.
-SETTINGS = ("scenario", "scenario_kwargs", "algo", "num_envs", "seed", "cost_weight", "window",
+SETTINGS = ("scenario", "scenario_kwargs", "scenario_grid", "algo", "num_envs", "seed", "cost_weight", "window",
             "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate", "ent_coef", "bc_steps", "bc_epochs",
             "bc_teacher", "trace", "trace_kind", "window_days", "train_fraction", "max_jobs")
 
@@ -48,6 +48,7 @@ class TrainSettings:
 
     scenario: str = "recurring"
     scenario_kwargs: dict = field(default_factory=dict)
+    scenario_grid: dict = field(default_factory=dict)
     algo: str = "maskable-ppo"
     timesteps: int = 100_000
     num_envs: int = 16
@@ -87,6 +88,10 @@ def add_arguments(parser) -> None:
     d = TrainSettings()
     parser.add_argument("--scenario", default=d.scenario)
     parser.add_argument("--scenario-kwargs", type=cli.json_object, default={}, help='JSON, e.g. \'{"num_jobs": 16}\'')
+    parser.add_argument("--scenario-grid", type=cli.json_object, default={},
+                        help='train over every combination of these knob values, one per episode, e.g. '
+                             '\'{"population_seed": [10, 11], "mean_interarrival": [900, 1800]}\'; the held-out '
+                             'workloads stay --scenario with --scenario-kwargs')
     parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default=d.algo)
     parser.add_argument("--num-envs", type=cli.positive_int, default=d.num_envs)
     parser.add_argument("--cost-weight", type=cli.cost_weight, default=d.cost_weight,
@@ -214,8 +219,20 @@ def workloads(s: TrainSettings) -> Workloads:
     test = range(HELD_OUT + 10_000, HELD_OUT + 10_000 + s.final_seeds)
     validation = range(HELD_OUT + 20_000, HELD_OUT + 20_000 + s.final_seeds)
     if s.trace is None:
-        return Workloads(s.scenario, s.scenario_kwargs, s.scenario_kwargs, (s.scenario, curve),
-                         (s.scenario, validation), (s.scenario, test))
+        train, train_kwargs, note = s.scenario, s.scenario_kwargs, ""
+        if s.scenario_grid:
+            from geo_gym.scenarios import scenario_mixture
+
+            try:
+                train = scenario_mixture(s.scenario, s.scenario_grid, **s.scenario_kwargs)
+            except ValueError as err:
+                raise RunError(f"--scenario-grid: {err}") from None
+            train_kwargs = {}
+            note = f"training workloads: {s.scenario} over {s.scenario_grid} (one combination per episode)"
+        return Workloads(train, train_kwargs, s.scenario_kwargs, (s.scenario, curve),
+                         (s.scenario, validation), (s.scenario, test), note=note)
+    if s.scenario_grid:
+        raise RunError("--scenario-grid with --trace: the trace's windows are the training workloads")
     from traces.readers import guess_kind, read_trace
     from traces.windows import split_windows
 

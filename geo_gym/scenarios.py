@@ -366,8 +366,9 @@ def make_scenario(
     memory_model: MemoryModel | None = None, **knobs,
 ) -> Scenario:
     """Build a named scenario; a ``Scenario`` passes through (its own knobs then forbidden,
-    ``COMPUTE_KNOBS`` allowed), and a list or tuple of Scenarios is a pool (e.g. trace
-    windows) from which ``seed`` modulo its size picks one. ``start_rule`` / ``memory_model`` replace the scenario's own
+    ``COMPUTE_KNOBS`` allowed), a list or tuple of Scenarios is a pool (e.g. trace
+    windows) from which ``seed`` modulo its size picks one, and a function ``seed ->
+    Scenario`` (e.g. ``scenario_mixture``) is called. ``start_rule`` / ``memory_model`` replace the scenario's own
     (None: keep them)."""
     return scenario_factory(name, start_rule, memory_model, **knobs)(seed)
 
@@ -423,6 +424,10 @@ def _factory(name: str | Scenario | Sequence[Scenario], **knobs) -> Callable[[in
         return lambda seed: name
     if isinstance(name, list | tuple):
         return _pool(tuple(name), knobs)
+    if callable(name):
+        if knobs:
+            raise ValueError(f"knobs {sorted(knobs)} given with a workload function")
+        return partial(_call, name)
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known scenarios: {scenario_names()}")
     fn = SCENARIOS[name]
@@ -449,3 +454,34 @@ def _pool(scenarios: tuple, knobs: dict) -> Callable[[int], Scenario]:
             raise ValueError(f"scenario pool entry {i} has {scen.cluster.num_regions} regions, entry 0 "
                              f"{scenarios[0].cluster.num_regions}: an env's observation has one size")
     return lambda seed: scenarios[seed % len(scenarios)]
+
+
+def _call(fn: Callable[[int], Scenario], seed: int) -> Scenario:
+    scen = fn(seed)
+    if not isinstance(scen, Scenario):
+        raise ValueError(f"workload function {getattr(fn, '__name__', fn)!r} returned {type(scen).__name__}, "
+                         "not a Scenario")
+    return scen
+
+
+def scenario_mixture(name: str, grid: dict[str, Sequence], **knobs) -> Callable[[int], Scenario]:
+    """``seed -> Scenario`` drawing from every combination of ``grid``'s knob values (a
+    distribution of workloads: user populations, loads, capacities): the seed modulo the
+    number of combinations picks the combination, the rest of it the workload, so an env's
+    seeded draws give each combination with equal probability. ``knobs`` hold for all."""
+    import itertools
+
+    if not isinstance(grid, dict) or not grid:
+        raise ValueError(f"a scenario grid is a non-empty dict of knob -> list of values, got {grid!r}")
+    for knob, values in grid.items():
+        if not isinstance(values, list | tuple) or not values:
+            raise ValueError(f"scenario grid {knob!r}: a non-empty list of values, got {values!r}")
+        if knob in knobs:
+            raise ValueError(f"scenario grid {knob!r} is also a fixed knob ({knobs[knob]!r})")
+    combos = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+    makers = [scenario_factory(name, **knobs, **combo) for combo in combos]  # checks every knob now
+    return partial(_mixed, tuple(makers))
+
+
+def _mixed(makers: tuple, seed: int) -> Scenario:
+    return makers[seed % len(makers)](seed // len(makers))
