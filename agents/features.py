@@ -44,3 +44,29 @@ class SlotEncoder(BaseFeaturesExtractor):
         ctx_rep = ctx.unsqueeze(1).expand(-1, self.window, -1)
         emb = self.slot(torch.cat([slots, ctx_rep], dim=-1))
         return torch.cat([ctx, emb.flatten(1)], dim=1)
+
+
+class SlotAttention(SlotEncoder):
+    """``SlotEncoder`` followed by self-attention over the window: every slot's embedding is
+    updated with what the other queued jobs look like (a set encoder; one
+    ``nn.TransformerEncoderLayer``, 4 heads, no positional encoding, empty slots masked out),
+    so a slot's score can depend on the rest of the queue, as a queue order's does. The output
+    layout is ``SlotEncoder``'s, so the action head addresses slots the same way."""
+
+    def __init__(self, observation_space: gym.spaces.Box, slot_dim: int = 32, context_dim: int = 64,
+                 num_regions: int | None = None, heads: int = 4):
+        super().__init__(observation_space, slot_dim, context_dim, num_regions)
+        self.attend = nn.TransformerEncoderLayer(slot_dim, heads, dim_feedforward=2 * slot_dim, dropout=0.0,
+                                                 batch_first=True)
+        self.present = decision.S_PRESENT  # within a slot's block
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        ctx = self.context(obs[:, : self.context_size])
+        slots = obs[:, self.context_size :].reshape(obs.shape[0], self.window, self.slot_size)
+        ctx_rep = ctx.unsqueeze(1).expand(-1, self.window, -1)
+        emb = self.slot(torch.cat([slots, ctx_rep], dim=-1))
+        empty = slots[:, :, self.present] <= 0
+        # a queue with no job at all attends over its (empty) slots rather than over nothing
+        empty = empty & ~empty.all(dim=1, keepdim=True)
+        emb = self.attend(emb, src_key_padding_mask=empty)
+        return torch.cat([ctx, emb.flatten(1)], dim=1)

@@ -33,7 +33,7 @@ TORCH_THREADS = 1
 
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with seed + i
 # The options that define a run: resuming must not change them.
-SETTINGS = ("scenario", "scenario_kwargs", "scenario_grid", "algo", "num_envs", "seed", "cost_weight", "window",
+SETTINGS = ("scenario", "scenario_kwargs", "scenario_grid", "algo", "features", "num_envs", "seed", "cost_weight", "window",
             "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate", "ent_coef", "bc_steps", "bc_epochs",
             "bc_teacher", "trace", "trace_kind", "window_days", "train_fraction", "max_jobs")
 
@@ -50,6 +50,7 @@ class TrainSettings:
     scenario_kwargs: dict = field(default_factory=dict)
     scenario_grid: dict = field(default_factory=dict)
     algo: str = "maskable-ppo"
+    features: str = "slots"
     timesteps: int = 100_000
     num_envs: int = 16
     seed: int = 0
@@ -93,6 +94,8 @@ def add_arguments(parser) -> None:
                              '\'{"population_seed": [10, 11], "mean_interarrival": [900, 1800]}\'; the held-out '
                              'workloads stay --scenario with --scenario-kwargs')
     parser.add_argument("--algo", choices=["ppo", "maskable-ppo"], default=d.algo)
+    parser.add_argument("--features", choices=["slots", "attention"], default=d.features,
+                        help="the network's encoder (agents/features.py): slots, or slots then self-attention over them")
     parser.add_argument("--num-envs", type=cli.positive_int, default=d.num_envs)
     parser.add_argument("--cost-weight", type=cli.cost_weight, default=d.cost_weight,
                         help="hours of JCT per dollar in the reward")
@@ -353,7 +356,7 @@ def train_run(
         mixed = np.random.SeedSequence([s.seed, model.num_timesteps]).generate_state(1)[0]
         env.seed(int(mixed) % (HELD_OUT - s.num_envs))
     else:
-        model = make_model(s.algo, env, s.seed, str(run / "tb"), n_steps=s.n_steps,
+        model = make_model(s.algo, env, s.seed, str(run / "tb"), features=s.features, n_steps=s.n_steps,
                            **{**PPO_KWARGS, "learning_rate": s.learning_rate, "ent_coef": s.ent_coef})
     # the strongest fixed policy of the agent's action space, chosen on seeds of its own before
     # training: the held-out evaluations and the final table compare with it, and behaviour

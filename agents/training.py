@@ -22,7 +22,7 @@ from stable_baselines3.common.vec_env import VecMonitor
 
 import baselines
 from agents.evaluation import evaluate
-from agents.features import SlotEncoder
+from agents.features import SlotAttention, SlotEncoder
 from agents.optim import EagerAdam
 from agents.policy import AgentPolicy
 from agents.protocol import objective
@@ -30,6 +30,7 @@ from geo_gym.sb3 import SB3VecEnv
 from geo_gym.vector import SUMMARY_KEYS, GeoPipeVectorEnv
 
 ALGOS = {"ppo": PPO, "maskable-ppo": MaskablePPO}
+FEATURES = {"slots": SlotEncoder, "attention": SlotAttention}
 # scripts/train_ppo.py's PPO settings besides the rollout length (--n-steps)
 PPO_KWARGS = {"batch_size": 256, "learning_rate": 3e-4, "ent_coef": 0.01, "gamma": 1.0, "gae_lambda": 0.95}
 # the episode summary each finished training episode adds to its row of monitor.csv and to
@@ -58,11 +59,16 @@ def make_vec_env(num_envs: int, scenario, scenario_kwargs=None, seed: int = 0, m
     return venv
 
 
-def make_model(algo: str, env, seed: int, tensorboard_log: str | None, **ppo_kwargs):
+def make_model(algo: str, env, seed: int, tensorboard_log: str | None, features: str = "slots", **ppo_kwargs):
+    """SB3's ``algo`` on ``env`` with the project's network: ``features`` "slots" (one encoder
+    shared by the queue slots, agents/features.py) or "attention" (the same, then
+    self-attention over the slots), two 128-wide layers, EagerAdam."""
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {sorted(ALGOS)}, got {algo!r}")
+    if features not in FEATURES:
+        raise ValueError(f"features must be one of {sorted(FEATURES)}, got {features!r}")
     policy_kwargs = {
-        "features_extractor_class": SlotEncoder,
+        "features_extractor_class": FEATURES[features],
         # the observation size alone is ambiguous beyond 45 regions; the env knows its count
         "features_extractor_kwargs": {"num_regions": int(env.get_attr("num_regions")[0])},
         "net_arch": [128, 128],

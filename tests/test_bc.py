@@ -14,7 +14,7 @@ import torch
 
 from agents import bc
 from agents.protocol import order_rule_policies
-from agents.training import make_model, make_vec_env
+from agents.training import load_model, make_model, make_vec_env
 
 ROOT = Path(__file__).resolve().parents[1]
 TEACHER = order_rule_policies()["priority+pathfinder_quarter"]
@@ -71,13 +71,15 @@ def test_cloning_makes_the_agent_act_as_its_teacher(demos) -> None:
 def test_train_ppo_with_behaviour_cloning_writes_its_history_and_evaluates_the_start(tmp_path: Path) -> None:
     cmd = [sys.executable, str(ROOT / "scripts" / "train_ppo.py"), "--name", "bc", "--timesteps", "512",
            "--num-envs", "4", "--n-steps", "128", "--eval-seeds", "1", "--final-seeds", "2", "--no-progress",
-           "--bc-steps", "256", "--bc-epochs", "2", "--bc-teacher", "sjf", "--warmup-workloads", "0"]
+           "--bc-steps", "256", "--bc-epochs", "2", "--bc-teacher", "sjf", "--warmup-workloads", "0",
+           "--features", "attention"]
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "behaviour cloning of sjf" in out.stdout
     run = tmp_path / "runs" / "bc"
     assert list(pd.read_csv(run / "bc.csv").epoch) == [0, 1]
     assert list(pd.read_csv(run / "eval.csv").timesteps) == [0, 512]  # the cloned policy, then the end
-    bad = subprocess.run([*cmd[:-6], "--bc-teacher", "nobody"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert type(load_model("maskable-ppo", run / "last.zip").policy.features_extractor).__name__ == "SlotAttention"
+    bad = subprocess.run([*cmd[:-8], "--bc-teacher", "nobody"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert bad.returncode != 0 and "--bc-teacher 'nobody': not a policy" in bad.stderr
     assert "Traceback" not in bad.stderr
