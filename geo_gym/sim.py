@@ -685,7 +685,7 @@ NUM_CAND_FEATURES = 3
 
 
 @_jit
-def _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
+def feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
     """The normalisers of Eq. (9)/(10) over the first n pending jobs: the largest predicted
     remaining E_j(1) and the largest b_j(K*)."""
     e1_max = 0.0
@@ -697,16 +697,30 @@ def _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
     return e1_max, b_max
 
 
+@_inline
+def job_priority_features(pred_iters, done_iters, t1, b_ref, e1_max, b_max):
+    """A pending job's (I_j, D_j) (Eq. 9/10) as float32, normalised by the window's
+    ``feature_scales``: the one place they are computed."""
+    rem = remaining_pred(pred_iters, done_iters)
+    f_i = np.float32(rem * t1 / e1_max if e1_max > 0 else 0.0)
+    f_d = np.float32(b_ref / b_max if b_max > 0 else 0.0)
+    return f_i, f_d
+
+
+@_inline
+def job_log_ideal(pred_iters, done_iters, tk):
+    """A pending job's log1p(predicted remaining E_j(K*) in hours) as float32: the one place
+    it is computed."""
+    return np.float32(np.log1p(remaining_pred(pred_iters, done_iters) * tk / SECONDS_PER_HOUR))
+
+
 @_jit
 def _job_features(pred_iters, done_iters, t1, tk, b_ref, e1_max, b_max):
     """A pending job's (I_j, D_j, log1p(predicted E_j(K*) h)) from its own numbers, as
     float32, the precision the observation holds, so that every path orders on the very same
     numbers."""
-    rem = remaining_pred(pred_iters, done_iters)
-    f_i = np.float32(rem * t1 / e1_max if e1_max > 0 else 0.0)
-    f_d = np.float32(b_ref / b_max if b_max > 0 else 0.0)
-    f_log = np.float32(np.log1p(rem * tk / SECONDS_PER_HOUR))
-    return f_i, f_d, f_log
+    f_i, f_d = job_priority_features(pred_iters, done_iters, t1, b_ref, e1_max, b_max)
+    return f_i, f_d, job_log_ideal(pred_iters, done_iters, tk)
 
 
 @_jit
@@ -715,7 +729,7 @@ def candidate_features(c, e, n, out):
     I_j (Eq. 9) and D_j (Eq. 10) normalised over these candidates, log1p(predicted E_j(K*) h),
     all on *predicted remaining* work (``remaining_pred``), never the truth."""
     pend, pred, done_it, t1, tk, b_ref = c.pending[e], c.pred_iters[e], c.done_iters[e], c.t_iter_1gpu_s[e], c.t_iter_target_s[e], c.b_target_gbps[e]
-    e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
+    e1_max, b_max = feature_scales(pend, pred, done_it, t1, b_ref, n)
     for i in range(n):
         j = pend[i]
         out[i, CAND_I], out[i, CAND_D], out[i, CAND_LOG_IDEAL] = _job_features(
