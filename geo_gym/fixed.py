@@ -14,7 +14,6 @@ import numba
 import numpy as np
 
 from geo_gym import costmodel
-from geo_gym.costmodel import alpha_nb
 from geo_gym.placement import FEASIBLE
 from geo_gym.sim import (
     CAND_D,
@@ -22,6 +21,7 @@ from geo_gym.sim import (
     CAND_LOG_IDEAL,
     NUM_CAND_FEATURES,
     advance,
+    alpha_kept,
     candidate_features,
     done,
     feature_scales,
@@ -30,7 +30,6 @@ from geo_gym.sim import (
     job_placement,
     job_priority_features,
     place,
-    residual_bandwidth,
     scratch,
 )
 
@@ -94,11 +93,12 @@ def _before(x, y):
 
 
 @_jit
-def _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
-    """Place pending job j with ``rule`` if the rule finds a placement; True when started."""
+def _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
+    """Place pending job j with ``rule`` on the residual bandwidth (``c.residual_gbps``, kept
+    by the core) if the rule finds a placement; True when started."""
     fill_tc(c.work_s[e, j], c.k_target[e, j], c.stage_overhead_s[e], tc)
     g, plen = job_placement(
-        c.free[e], c.price[e], eff, c.k_target[e, j], c.activation_gbit[e, j], c.min_gpus[e, j], rule, tc, ws,
+        c.free[e], c.price[e], c.residual_gbps[e], c.k_target[e, j], c.activation_gbit[e, j], c.min_gpus[e, j], rule, tc, ws,
         out_path, out_alloc,
     )
     return g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE
@@ -117,14 +117,14 @@ def _key_of(order, pred, done_it, t1, tk, b_ref, e1_max, b_max, a, gpus):
 
 
 @_jit
-def _decide_strict(c, e, order, rule, n, total_free, feats, keys, eff, tc, ws, out_path, out_alloc):
+def _decide_strict(c, e, order, rule, n, total_free, feats, keys, tc, ws, out_path, out_alloc):
     """``_decide`` with ``strict``: only the first job in the order over the whole window may
     start; when it needs more GPUs than are free in all regions together, nothing starts."""
     pend = c.pending[e]
     if order == ORDER_FCFS:
         best = 0
     else:
-        _order_keys(c, e, n, order, np.float32(alpha_nb(c.reserved_gbps[e], c.bandwidth_gbps[e])), feats, keys)
+        _order_keys(c, e, n, order, np.float32(alpha_kept(c, e)), feats, keys)
         best = 0
         for i in range(1, n):
             if _before(keys[i], keys[best]):
@@ -132,14 +132,13 @@ def _decide_strict(c, e, order, rule, n, total_free, feats, keys, eff, tc, ws, o
     j = pend[best]
     if c.min_gpus[e, j] > total_free:
         return -1
-    residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], eff)
-    if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+    if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
         return j
     return -1
 
 
 @_jit
-def _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, eff, tc, ws, out_path, out_alloc):
+def _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, tc, ws, out_path, out_alloc):
     """``decide`` with its work space passed in. The same decision as walking
     ``order_candidates``' full order and trying each job in turn, with less work on long
     queues:
@@ -166,7 +165,7 @@ def _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, eff, tc,
     if total_free <= 0:
         return -1
     if strict:
-        return _decide_strict(c, e, order, rule, n, total_free, feats, keys, eff, tc, ws, out_path, out_alloc)
+        return _decide_strict(c, e, order, rule, n, total_free, feats, keys, tc, ws, out_path, out_alloc)
     pend, min_g = c.pending[e], c.min_gpus[e]
     m = 0
     for i in range(n):
@@ -175,19 +174,18 @@ def _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, eff, tc,
             m += 1
     if m == 0:
         return -1
-    residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], eff)
     if order == ORDER_FCFS:
         # Placing j shifts the queue, but we return at once; a failed try changes nothing.
         for q in range(m):
             j = pend[pos[q]]
-            if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+            if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
                 return j
         return -1
     pred, done_it, t1, tk, b_ref, k_target = (
         c.pred_iters[e], c.done_iters[e], c.t_iter_1gpu_s[e], c.t_iter_target_s[e], c.b_target_gbps[e], c.k_target[e]
     )
     e1_max, b_max = feature_scales(pend, pred, done_it, t1, b_ref, n)
-    a = np.float64(np.float32(alpha_nb(c.reserved_gbps[e], c.bandwidth_gbps[e])))
+    a = np.float64(np.float32(alpha_kept(c, e)))
     for q in range(m):
         j = pend[pos[q]]
         keys[q] = _key_of(order, pred[j], done_it[j], t1[j], tk[j], b_ref[j], e1_max, b_max, a, k_target[j])
@@ -199,7 +197,7 @@ def _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, eff, tc,
                 best = q
         tried[best] = True
         j = pend[pos[best]]
-        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+        if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
             return j
     if m <= SELECT_BEFORE_SORT:
         return -1
@@ -208,7 +206,7 @@ def _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, eff, tc,
         if tried[idx[q]]:
             continue  # the picks above are exactly the first entries of this order
         j = pend[pos[idx[q]]]
-        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+        if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
             return j
     return -1
 
@@ -225,7 +223,7 @@ def decide(c, e, order, rule, window, strict=False):
     tc, ws = scratch(c.k_target_max[e], k)
     return _decide(
         c, e, order, rule, window, strict, np.empty((n_max, NUM_CAND_FEATURES), dtype=np.float32),
-        np.empty(n_max), np.empty(n_max, dtype=np.bool_), np.empty(n_max, dtype=np.int64), np.empty((k, k)),
+        np.empty(n_max), np.empty(n_max, dtype=np.bool_), np.empty(n_max, dtype=np.int64),
         tc, ws, np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64),
     )
 
@@ -242,12 +240,11 @@ def run_fixed_policy(c, e, order, rule, window, strict=False):
     keys = np.empty(n_max)
     tried = np.empty(n_max, dtype=np.bool_)
     pos = np.empty(n_max, dtype=np.int64)
-    eff = np.empty((k, k))
     out_path = np.empty(k, dtype=np.int64)
     out_alloc = np.empty(k, dtype=np.int64)
     tc, ws = scratch(c.k_target_max[e], c.free.shape[1])
     while not done(c, e):
-        if _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, eff, tc, ws, out_path, out_alloc) < 0:
+        if _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, tc, ws, out_path, out_alloc) < 0:
             if not advance(c, e):
                 return False
     return True

@@ -153,6 +153,9 @@ def reset(c, e):
     c.free[e] = c.cap[e]
     c.repairing[e] = 0
     c.reserved_gbps[e] = 0.0
+    residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], c.residual_gbps[e])
+    c.resv_nnz[e] = 0
+    c.bandwidth_total_gbps[e] = _bandwidth_total(c.bandwidth_gbps[e])
     c.status[e] = PENDING_FUTURE
     c.next_arrival[e] = 0
     c.n_pending[e] = 0
@@ -327,17 +330,89 @@ def done(c, e):
     return c.n_done[e] == c.n_jobs[e]
 
 
+@_inline
+def _residual(bw, resv, u, v):
+    """``residual_bandwidth``'s entry (u, v): the one expression both compute it with."""
+    a = bw[u, v] - resv[u, v]
+    b = bw[v, u] - resv[v, u]
+    return max(0.0, min(a, b))
+
+
 @_jit
-def _release(free, resv, alloc, path, plen, bj):
-    """Give back a job's GPUs (``alloc``) and its b_j on every link of its path (one env's
-    rows and the job's placement)."""
+def _bandwidth_total(bw):
+    """Eq. (11)'s denominator, summed as ``costmodel.alpha`` sums it."""
+    total = 0.0
+    n = bw.shape[0]
+    for u in range(n):
+        for v in range(n):
+            if u != v:
+                total += bw[u, v]
+    return total
+
+
+@_jit
+def _track_link(c, e, u, v, was_reserved):
+    """Link (u, v)'s reservation changed: keep ``resv_cols``/``resv_nnz`` (the links with a
+    non-zero reservation) and ``residual_gbps`` (both directions) up to date."""
+    resv = c.reserved_gbps[e]
+    now_reserved = resv[u, v] != 0.0
+    if now_reserved and not was_reserved:
+        c.resv_cols[e, u, c.resv_nnz[e, u]] = v
+        c.resv_nnz[e, u] += 1
+    elif was_reserved and not now_reserved:
+        cols = c.resv_cols[e, u]
+        last = c.resv_nnz[e, u] - 1
+        i = 0
+        while cols[i] != v:
+            i += 1
+        cols[i] = cols[last]
+        c.resv_nnz[e, u] = last
+    bw, out = c.bandwidth_gbps[e], c.residual_gbps[e]
+    out[u, v] = _residual(bw, resv, u, v)
+    out[v, u] = _residual(bw, resv, v, u)
+
+
+@_jit
+def alpha_kept(c, e):
+    """Eq. (11) from the kept links: ``costmodel.alpha_nb(reserved_gbps, bandwidth_gbps)`` to
+    the bit without its O(K^2) pass. alpha sums every reservation in row-major order, and
+    every one left out here is +0.0 (reservations are never negative), which adds nothing to
+    a sum of non-negative numbers; the non-zero ones are summed in the same order (each row's
+    few columns sorted first)."""
+    resv, nnz, cols = c.reserved_gbps[e], c.resv_nnz[e], c.resv_cols[e]
+    used = 0.0
+    for u in range(nnz.shape[0]):
+        m = nnz[u]
+        if m == 0:
+            continue
+        row = cols[u]
+        for i in range(1, m):  # insertion sort: a region is on the paths of a few jobs
+            x = row[i]
+            q = i - 1
+            while q >= 0 and row[q] > x:
+                row[q + 1] = row[q]
+                q -= 1
+            row[q + 1] = x
+        for i in range(m):
+            used += resv[u, row[i]]
+    total = c.bandwidth_total_gbps[e]
+    return used / total if total > 0 else 0.0
+
+
+@_jit
+def _release(c, e, j):
+    """Give back job j's GPUs and its b_j on every link of its path."""
+    free, resv, alloc, path, bj = c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.b_gbps[e, j]
     for r in range(free.shape[0]):
         free[r] += alloc[r]
-    for i in range(plen - 1):
+    for i in range(c.plen[e, j] - 1):
         u = path[i]
         v = path[i + 1]
+        was_uv, was_vu = resv[u, v] != 0.0, resv[v, u] != 0.0
         resv[u, v] = max(0.0, resv[u, v] - bj)
         resv[v, u] = max(0.0, resv[v, u] - bj)
+        _track_link(c, e, u, v, was_uv)
+        _track_link(c, e, v, u, was_vu)
 
 
 @_jit
@@ -351,7 +426,7 @@ def _count_rerun(c, e, j, t):
 
 @_jit
 def _complete(c, e, j):
-    _release(c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.b_gbps[e, j])
+    _release(c, e, j)
     _count_rerun(c, e, j, c.end_s[e, j])
     c.status[e, j] = DONE
     c.cost_usd[e, j] += c.cost_per_s[e, j] * (c.end_s[e, j] - c.attempt_start_s[e, j])
@@ -373,7 +448,7 @@ def _stop_attempt(c, e, j, t):
     c.done_iters[e, j] = min(c.iters[e, j], c.done_iters[e, j] + kept_h * SECONDS_PER_HOUR / c.t_iter_s[e, j])
     c.cost_usd[e, j] += c.cost_per_s[e, j] * (t - c.attempt_start_s[e, j])  # the lost work's electricity too
     _count_rerun(c, e, j, t)
-    _release(c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.b_gbps[e, j])
+    _release(c, e, j)
 
 
 @_jit
@@ -555,9 +630,7 @@ def residual_bandwidth(bw, resv, out):
     k = bw.shape[0]
     for u in range(k):
         for v in range(k):
-            a = bw[u, v] - resv[u, v]
-            b = bw[v, u] - resv[v, u]
-            out[u, v] = max(0.0, min(a, b))
+            out[u, v] = _residual(bw, resv, u, v)
 
 
 @_jit
@@ -620,8 +693,12 @@ def place(c, e, j, path, plen, alloc):
     for i in range(plen):
         c.path[e, j, i] = path[i]
     for i in range(plen - 1):
-        c.reserved_gbps[e, path[i], path[i + 1]] += b
-        c.reserved_gbps[e, path[i + 1], path[i]] += b
+        u, v = path[i], path[i + 1]
+        was_uv, was_vu = c.reserved_gbps[e, u, v] != 0.0, c.reserved_gbps[e, v, u] != 0.0
+        c.reserved_gbps[e, u, v] += b
+        c.reserved_gbps[e, v, u] += b
+        _track_link(c, e, u, v, was_uv)
+        _track_link(c, e, v, u, was_vu)
     c.plen[e, j] = plen
     c.gpus[e, j] = g
     c.b_gbps[e, j] = b
