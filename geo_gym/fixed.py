@@ -24,12 +24,12 @@ from geo_gym.sim import (
     alpha_kept,
     candidate_features,
     done,
-    feature_scales,
     fill_tc,
     job_log_ideal,
     job_placement,
     job_priority_features,
     place,
+    remaining_pred,
     scratch,
 )
 
@@ -138,7 +138,7 @@ def _decide_strict(c, e, order, rule, n, total_free, feats, keys, tc, ws, out_pa
 
 
 @_jit
-def _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, tc, ws, out_path, out_alloc):
+def _decide(c, e, order, rule, window, strict, feats, keys, tried, cand, tc, ws, out_path, out_alloc):
     """``decide`` with its work space passed in. The same decision as walking
     ``order_candidates``' full order and trying each job in turn, with less work on long
     queues:
@@ -155,7 +155,8 @@ def _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, tc, ws, 
       sort) and sort only after SELECT_BEFORE_SORT of them could not be placed.
 
     ``strict``: only the first job in the order may start (no backfilling, ``_decide_strict``).
-    ``keys``, ``tried`` and ``pos`` (queue positions) are indexed by eligible candidate."""
+    ``cand`` (their job indices, in queue order), ``keys`` and ``tried`` are indexed by eligible
+    candidate."""
     n = c.n_pending[e] if window <= 0 else min(window, c.n_pending[e])
     if n == 0:
         return -1
@@ -167,36 +168,48 @@ def _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, tc, ws, 
     if strict:
         return _decide_strict(c, e, order, rule, n, total_free, feats, keys, tc, ws, out_path, out_alloc)
     pend, min_g = c.pending[e], c.min_gpus[e]
+    pred, done_it, t1, tk, b_ref, k_target = (
+        c.pred_iters[e], c.done_iters[e], c.t_iter_1gpu_s[e], c.t_iter_target_s[e], c.b_target_gbps[e], c.k_target[e]
+    )
+    # One pass over the window: the eligible candidates (``cand``: job indices, in queue
+    # order) and, for the priority order, the normalisers (``sim.feature_scales``' maxima).
+    priority = order != ORDER_FCFS and order != ORDER_SJF and order != ORDER_QSSF
+    e1_max = 0.0
+    b_max = 0.0
     m = 0
     for i in range(n):
-        if min_g[pend[i]] <= total_free:
-            pos[m] = i
+        j = pend[i]
+        if priority:
+            e1_max = max(e1_max, remaining_pred(pred[j], done_it[j]) * t1[j])
+            b_max = max(b_max, b_ref[j])
+        if min_g[j] <= total_free:
+            cand[m] = j
             m += 1
     if m == 0:
         return -1
     if order == ORDER_FCFS:
         # Placing j shifts the queue, but we return at once; a failed try changes nothing.
         for q in range(m):
-            j = pend[pos[q]]
+            j = cand[q]
             if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
                 return j
         return -1
-    pred, done_it, t1, tk, b_ref, k_target = (
-        c.pred_iters[e], c.done_iters[e], c.t_iter_1gpu_s[e], c.t_iter_target_s[e], c.b_target_gbps[e], c.k_target[e]
-    )
-    e1_max, b_max = feature_scales(pend, pred, done_it, t1, b_ref, n)
     a = np.float64(np.float32(alpha_kept(c, e)))
-    for q in range(m):
-        j = pend[pos[q]]
+    best = 0
+    for q in range(m):  # the keys, and the first pick with them
+        j = cand[q]
         keys[q] = _key_of(order, pred[j], done_it[j], t1[j], tk[j], b_ref[j], e1_max, b_max, a, k_target[j])
-    tried[:m] = False
-    for _ in range(min(m, SELECT_BEFORE_SORT)):
-        best = -1
-        for q in range(m):
-            if not tried[q] and (best < 0 or _before(keys[q], keys[best])):
-                best = q
+        tried[q] = False
+        if _before(keys[q], keys[best]):
+            best = q
+    for pick in range(min(m, SELECT_BEFORE_SORT)):
+        if pick > 0:
+            best = -1
+            for q in range(m):
+                if not tried[q] and (best < 0 or _before(keys[q], keys[best])):
+                    best = q
         tried[best] = True
-        j = pend[pos[best]]
+        j = cand[best]
         if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
             return j
     if m <= SELECT_BEFORE_SORT:
@@ -205,7 +218,7 @@ def _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, tc, ws, 
     for q in range(m):
         if tried[idx[q]]:
             continue  # the picks above are exactly the first entries of this order
-        j = pend[pos[idx[q]]]
+        j = cand[idx[q]]
         if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
             return j
     return -1
@@ -239,12 +252,12 @@ def run_fixed_policy(c, e, order, rule, window, strict=False):
     feats = np.empty((n_max, NUM_CAND_FEATURES), dtype=np.float32)
     keys = np.empty(n_max)
     tried = np.empty(n_max, dtype=np.bool_)
-    pos = np.empty(n_max, dtype=np.int64)
+    cand = np.empty(n_max, dtype=np.int64)
     out_path = np.empty(k, dtype=np.int64)
     out_alloc = np.empty(k, dtype=np.int64)
     tc, ws = scratch(c.k_target_max[e], c.free.shape[1])
     while not done(c, e):
-        if _decide(c, e, order, rule, window, strict, feats, keys, tried, pos, tc, ws, out_path, out_alloc) < 0:
+        if _decide(c, e, order, rule, window, strict, feats, keys, tried, cand, tc, ws, out_path, out_alloc) < 0:
             if not advance(c, e):
                 return False
     return True
