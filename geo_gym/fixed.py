@@ -26,7 +26,7 @@ from geo_gym.sim import (
     done,
     fill_tc,
     job_log_ideal,
-    job_placement,
+    job_placement_kept,
     job_priority_features,
     place,
     remaining_pred,
@@ -97,9 +97,8 @@ def _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
     """Place pending job j with ``rule`` on the residual bandwidth (``c.residual_gbps``, kept
     by the core) if the rule finds a placement; True when started."""
     fill_tc(c.work_s[e, j], c.k_target[e, j], c.stage_overhead_s[e], tc)
-    g, plen = job_placement(
-        c.free[e], c.price[e], c.residual_gbps[e], c.k_target[e, j], c.activation_gbit[e, j], c.min_gpus[e, j], rule, tc, ws,
-        out_path, out_alloc,
+    g, plen = job_placement_kept(
+        c, e, c.k_target[e, j], c.activation_gbit[e, j], c.min_gpus[e, j], rule, tc, ws, out_path, out_alloc
     )
     return g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE
 

@@ -152,3 +152,14 @@ def test_bench_traces_script_runs_a_policy_under_uncertainty(tmp_path):
     table = pd.read_csv(tmp_path / "bench.csv")
     assert list(table.case) == ["sample-100", "full", "week"]
     assert (table.sim_s >= 0).all() and table.avg_jct_h.notna().all()
+
+
+@pytest.mark.parametrize("rule", ["pathfinder", "pathfinder_uniform", "pathfinder_quarter"])
+def test_many_regions_same_decisions(rule):
+    """Pathfinder on 150 random regions with the core's kept residual bandwidth and sorted
+    neighbour lists (sim.job_placement_kept) against the reference's O(K^2) residual and Alg. 1 kernel."""
+    scen = scenarios.make_scenario("random", 1, num_jobs=300, num_regions=150, mean_interarrival=300.0,
+                                   bandwidth_scale=0.05)
+    core = same_run(scen, fixed.ORDER_PRIORITY, RULE[rule])
+    if rule != "pathfinder_quarter":  # a quarter of K* fits in one region here
+        assert (core.plen[0, :300] > 1).sum() > 10  # multi-region paths, with reservations
