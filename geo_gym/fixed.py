@@ -14,7 +14,6 @@ import numba
 import numpy as np
 
 from geo_gym import costmodel
-from geo_gym.costmodel import alpha_nb
 from geo_gym.placement import FEASIBLE
 from geo_gym.sim import (
     CAND_D,
@@ -22,12 +21,15 @@ from geo_gym.sim import (
     CAND_LOG_IDEAL,
     NUM_CAND_FEATURES,
     advance,
+    alpha_kept,
     candidate_features,
     done,
     fill_tc,
-    job_placement,
+    job_log_ideal,
+    job_placement_kept,
+    job_priority_features,
     place,
-    residual_bandwidth,
+    remaining_pred,
     scratch,
 )
 
@@ -91,24 +93,69 @@ def _before(x, y):
 
 
 @_jit
-def _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
-    """Place pending job j with ``rule`` if the rule finds a placement; True when started."""
+def _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
+    """Place pending job j with ``rule`` on the residual bandwidth (``c.residual_gbps``, kept
+    by the core) if the rule finds a placement; True when started."""
     fill_tc(c.work_s[e, j], c.k_target[e, j], c.stage_overhead_s[e], tc)
-    g, plen = job_placement(
-        c.free[e], c.price[e], eff, c.k_target[e, j], c.activation_gbit[e, j], c.min_gpus[e, j], rule, tc, ws,
-        out_path, out_alloc,
+    g, plen = job_placement_kept(
+        c, e, c.k_target[e, j], c.activation_gbit[e, j], c.min_gpus[e, j], rule, tc, ws, out_path, out_alloc
     )
     return g > 0 and place(c, e, j, out_path, plen, out_alloc) == FEASIBLE
 
 
+@_inline
+def _key_of(order, pred, done_it, t1, tk, b_ref, e1_max, b_max, a, gpus):
+    """``order_key`` of one pending job from its own numbers and the window's normalisers:
+    the very float32 features ``sim.candidate_features`` writes, computing only those the
+    order reads (BACE-Pipe's priority needs no log1p, SJF and QSSF no I_j, D_j)."""
+    if order == ORDER_SJF or order == ORDER_QSSF:
+        f_log = job_log_ideal(pred, done_it, tk)
+        return order_key(order, np.float32(0.0), np.float32(0.0), f_log, a, gpus)
+    f_i, f_d = job_priority_features(pred, done_it, t1, b_ref, e1_max, b_max)
+    return order_key(order, f_i, f_d, np.float32(0.0), a, gpus)
+
+
 @_jit
-def _decide(c, e, order, rule, window, strict, feats, keys, tried, eff, tc, ws, out_path, out_alloc):
+def _decide_strict(c, e, order, rule, n, total_free, feats, keys, tc, ws, out_path, out_alloc):
+    """``_decide`` with ``strict``: only the first job in the order over the whole window may
+    start; when it needs more GPUs than are free in all regions together, nothing starts."""
+    pend = c.pending[e]
+    if order == ORDER_FCFS:
+        best = 0
+    else:
+        _order_keys(c, e, n, order, np.float32(alpha_kept(c, e)), feats, keys)
+        best = 0
+        for i in range(1, n):
+            if _before(keys[i], keys[best]):
+                best = i
+    j = pend[best]
+    if c.min_gpus[e, j] > total_free:
+        return -1
+    if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
+        return j
+    return -1
+
+
+@_jit
+def _decide(c, e, order, rule, window, strict, feats, keys, tried, cand, tc, ws, out_path, out_alloc):
     """``decide`` with its work space passed in. The same decision as walking
-    ``order_candidates``' full order, with less work on long queues: nothing is computed when
-    no GPU is free (every rule needs g >= min_gpus >= 1), FCFS needs no keys, and the other
-    orders pick the best remaining candidate by an O(n) scan (ties: queue order, as the stable
-    sort) and sort only after SELECT_BEFORE_SORT candidates could not be placed. ``strict``:
-    only the first job in the order may start (no backfilling)."""
+    ``order_candidates``' full order and trying each job in turn, with less work on long
+    queues:
+
+    * nothing is computed when no GPU is free (every rule needs g >= min_gpus >= 1);
+    * a candidate whose ``min_gpus`` exceeds the free GPUs of all regions together is never
+      tried and gets no key: ``place`` refuses a placement that holds more GPUs than are free
+      in some region (Eq. 5) or fewer than ``min_gpus``, so its try would fail whatever the
+      rule, and a failed try changes nothing. The stable order restricted to the other
+      candidates is their own stable order, so its first placeable job is the same;
+    * FCFS needs no keys; the other orders compute the normalisers of Eq. (9)/(10) over the
+      whole window (they depend on every candidate) but the keys of the eligible candidates
+      only, pick the best remaining one by an O(n) scan (ties: queue order, as the stable
+      sort) and sort only after SELECT_BEFORE_SORT of them could not be placed.
+
+    ``strict``: only the first job in the order may start (no backfilling, ``_decide_strict``).
+    ``cand`` (their job indices, in queue order), ``keys`` and ``tried`` are indexed by eligible
+    candidate."""
     n = c.n_pending[e] if window <= 0 else min(window, c.n_pending[e])
     if n == 0:
         return -1
@@ -117,34 +164,61 @@ def _decide(c, e, order, rule, window, strict, feats, keys, tried, eff, tc, ws, 
         total_free += c.free[e, r]
     if total_free <= 0:
         return -1
-    residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], eff)
-    pend = c.pending[e]
+    if strict:
+        return _decide_strict(c, e, order, rule, n, total_free, feats, keys, tc, ws, out_path, out_alloc)
+    pend, min_g = c.pending[e], c.min_gpus[e]
+    pred, done_it, t1, tk, b_ref, k_target = (
+        c.pred_iters[e], c.done_iters[e], c.t_iter_1gpu_s[e], c.t_iter_target_s[e], c.b_target_gbps[e], c.k_target[e]
+    )
+    # One pass over the window: the eligible candidates (``cand``: job indices, in queue
+    # order) and, for the priority order, the normalisers (``sim.feature_scales``' maxima).
+    priority = order != ORDER_FCFS and order != ORDER_SJF and order != ORDER_QSSF
+    e1_max = 0.0
+    b_max = 0.0
+    m = 0
+    for i in range(n):
+        j = pend[i]
+        if priority:
+            e1_max = max(e1_max, remaining_pred(pred[j], done_it[j]) * t1[j])
+            b_max = max(b_max, b_ref[j])
+        if min_g[j] <= total_free:
+            cand[m] = j
+            m += 1
+    if m == 0:
+        return -1
     if order == ORDER_FCFS:
         # Placing j shifts the queue, but we return at once; a failed try changes nothing.
-        for i in range(1 if strict else n):
-            j = pend[i]
-            if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+        for q in range(m):
+            j = cand[q]
+            if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
                 return j
         return -1
-    _order_keys(c, e, n, order, np.float32(alpha_nb(c.reserved_gbps[e], c.bandwidth_gbps[e])), feats, keys)
-    tried[:n] = False
-    for _ in range(1 if strict else min(n, SELECT_BEFORE_SORT)):
-        best = -1
-        for i in range(n):
-            if not tried[i] and (best < 0 or _before(keys[i], keys[best])):
-                best = i
+    a = np.float64(np.float32(alpha_kept(c, e)))
+    best = 0
+    for q in range(m):  # the keys, and the first pick with them
+        j = cand[q]
+        keys[q] = _key_of(order, pred[j], done_it[j], t1[j], tk[j], b_ref[j], e1_max, b_max, a, k_target[j])
+        tried[q] = False
+        if _before(keys[q], keys[best]):
+            best = q
+    for pick in range(min(m, SELECT_BEFORE_SORT)):
+        if pick > 0:
+            best = -1
+            for q in range(m):
+                if not tried[q] and (best < 0 or _before(keys[q], keys[best])):
+                    best = q
         tried[best] = True
-        j = pend[best]
-        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+        j = cand[best]
+        if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
             return j
-    if strict or n <= SELECT_BEFORE_SORT:
+    if m <= SELECT_BEFORE_SORT:
         return -1
-    idx = np.argsort(keys[:n], kind="mergesort")
-    for m in range(n):
-        if tried[idx[m]]:
+    idx = np.argsort(keys[:m], kind="mergesort")
+    for q in range(m):
+        if tried[idx[q]]:
             continue  # the picks above are exactly the first entries of this order
-        j = pend[idx[m]]
-        if _try_place(c, e, j, rule, eff, tc, ws, out_path, out_alloc):
+        j = cand[idx[q]]
+        if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
             return j
     return -1
 
@@ -161,7 +235,7 @@ def decide(c, e, order, rule, window, strict=False):
     tc, ws = scratch(c.k_target_max[e], k)
     return _decide(
         c, e, order, rule, window, strict, np.empty((n_max, NUM_CAND_FEATURES), dtype=np.float32),
-        np.empty(n_max), np.empty(n_max, dtype=np.bool_), np.empty((k, k)),
+        np.empty(n_max), np.empty(n_max, dtype=np.bool_), np.empty(n_max, dtype=np.int64),
         tc, ws, np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64),
     )
 
@@ -177,12 +251,12 @@ def run_fixed_policy(c, e, order, rule, window, strict=False):
     feats = np.empty((n_max, NUM_CAND_FEATURES), dtype=np.float32)
     keys = np.empty(n_max)
     tried = np.empty(n_max, dtype=np.bool_)
-    eff = np.empty((k, k))
+    cand = np.empty(n_max, dtype=np.int64)
     out_path = np.empty(k, dtype=np.int64)
     out_alloc = np.empty(k, dtype=np.int64)
     tc, ws = scratch(c.k_target_max[e], c.free.shape[1])
     while not done(c, e):
-        if _decide(c, e, order, rule, window, strict, feats, keys, tried, eff, tc, ws, out_path, out_alloc) < 0:
+        if _decide(c, e, order, rule, window, strict, feats, keys, tried, cand, tc, ws, out_path, out_alloc) < 0:
             if not advance(c, e):
                 return False
     return True

@@ -80,6 +80,13 @@ def _cost_min_kernel(path, path_len, g, free, prices, out_alloc, order):
     Regions are sorted by price, ties kept in path order (a stable sort); ``order`` is scratch
     space of at least path_len entries."""
     _fill(out_alloc, 0)
+    return _cost_min_on_path(path, path_len, g, free, prices, out_alloc, order)
+
+
+@_inline
+def _cost_min_on_path(path, path_len, g, free, prices, out_alloc, order):
+    """``_cost_min_kernel`` writing only the path's entries of ``out_alloc`` (zero elsewhere
+    already)."""
     for i in range(path_len):
         out_alloc[path[i]] = 1
         order[i] = path[i]
@@ -111,6 +118,13 @@ def _uniform_kernel(path, path_len, g, free, out_alloc):
     one GPU, exactly as the one-at-a-time loop would; the last, partial round goes to the
     first regions in path order."""
     _fill(out_alloc, 0)
+    return _uniform_on_path(path, path_len, g, free, out_alloc)
+
+
+@_inline
+def _uniform_on_path(path, path_len, g, free, out_alloc):
+    """``_uniform_kernel`` writing only the path's entries of ``out_alloc`` (zero elsewhere
+    already)."""
     placed = 0
     while placed < g:
         active = 0
@@ -248,6 +262,139 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
             for q in range(k):  # element loops: numba copies a sliced source first
                 out_path[q] = path[q] if q < n else -1
                 out_alloc[q] = alloc[q]
+    return g_max, best_len
+
+
+@_jit
+def sort_neighbours(bandwidth, v, out):
+    """Row v's regions by the bandwidth a policy could use on (v, u) with nothing reserved,
+    ``max(0, min(B_vu, B_uv))`` (``sim.residual_bandwidth`` at R = 0), highest first, ties
+    to the lower index (a stable sort): what ``_pathfinder_sorted_kernel`` walks."""
+    k = bandwidth.shape[0]
+    key = np.empty(k)
+    for u in range(k):
+        key[u] = -max(0.0, min(bandwidth[v, u], bandwidth[u, v]))
+    order = np.argsort(key, kind="mergesort")
+    for i in range(k):
+        out[i] = order[i]
+
+
+@_inline
+def _best_neighbour_sorted(bw, v, free, in_path, nbr_v, resv_v, n_resv_v):
+    """``_best_neighbour``'s answer (the region u off the path with free GPUs maximising
+    bw[v, u], ties to the lower index) without scanning every region: ``nbr_v`` is row v's
+    regions sorted as ``sort_neighbours`` does, which is bw's order on every link without a
+    reservation; the ``n_resv_v`` reserved links ``resv_v`` (reservations are symmetric) are
+    compared one by one."""
+    u = -1
+    for i in range(nbr_v.shape[0]):
+        cand = nbr_v[i]
+        if in_path[cand] or free[cand] <= 0:
+            continue
+        reserved = False
+        for q in range(n_resv_v):
+            if resv_v[q] == cand:
+                reserved = True
+                break
+        if not reserved:
+            u = cand
+            break
+    for q in range(n_resv_v):
+        cand = resv_v[q]
+        if not in_path[cand] and free[cand] > 0:
+            if u < 0 or bw[v, cand] > bw[v, u] or (bw[v, cand] == bw[v, u] and cand < u):
+                u = cand
+    return u
+
+
+@_inline
+def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws,
+                              bandwidth, nbr, nbr_ready, resv_cols, resv_nnz):
+    """``_pathfinder_kernel``'s placement to the bit, without its O(K^2) work per call: the
+    expansion walks each tail's neighbours sorted once per episode (``nbr``: row v is
+    ``sort_neighbours(bandwidth, v)`` once ``nbr_ready[v]``; sorted here on first use), with
+    the reserved links (``resv_cols``/``resv_nnz``, as ``sim`` keeps them; ``bw`` is the
+    residual bandwidth) compared one by one; per start region only the path's entries of the
+    scratch rows are cleared, and the average price sums the path's regions in index order
+    (the other regions' terms are 0 x price = +0.0, which add nothing)."""
+    k = free.shape[0]
+    _fill(out_path, -1)
+    _fill(out_alloc, 0)
+    # Phase 1 (lines 1-4)
+    best_r = -1
+    for r in range(k):
+        if free[r] >= k_star and (best_r < 0 or prices[r] < prices[best_r]):
+            best_r = r
+    if best_r >= 0:
+        out_path[0] = best_r
+        out_alloc[best_r] = k_star
+        return k_star, 1
+    # Phase 2 (lines 5-23)
+    g_max = 0
+    c_min = np.inf
+    best_len = 0
+    path = ws[0]
+    alloc = ws[1]
+    in_path = ws[2]
+    order = ws[3]
+    _fill(in_path, 0)
+    _fill(alloc, 0)
+    for rs in range(k):
+        if free[rs] <= 0:
+            continue
+        path[0] = rs
+        in_path[rs] = 1
+        n = 1
+        v = rs
+        g = free[rs]
+        b_min = np.inf
+        while n < k and g < k_star:
+            if not nbr_ready[v]:
+                sort_neighbours(bandwidth, v, nbr[v])
+                nbr_ready[v] = True
+            u = _best_neighbour_sorted(bw, v, free, in_path, nbr[v], resv_cols[v], resv_nnz[v])
+            if u < 0:
+                break
+            b_tmp = min(b_min, bw[v, u])
+            g_new = min(g + free[u], k_star)
+            if b_tmp > 0 and activation / b_tmp <= tc[g_new]:  # line 13
+                path[n] = u
+                in_path[u] = 1
+                n += 1
+                v = u
+                b_min = b_tmp
+                g = g_new
+            else:
+                break
+        if g >= g_max:
+            if allocator == ALLOC_COST_MIN:
+                placed = _cost_min_on_path(path, n, g, free, prices, alloc, order)
+            else:
+                placed = _uniform_on_path(path, n, g, free, alloc)
+            for i in range(n):  # the path's regions in index order: as summing over all regions
+                x = path[i]
+                q = i - 1
+                while q >= 0 and order[q] > x:
+                    order[q + 1] = order[q]
+                    q -= 1
+                order[q + 1] = x
+            c_avg = 0.0
+            for i in range(n):
+                c_avg += alloc[order[i]] * prices[order[i]]
+            c_avg /= placed
+            if placed > g_max or (placed == g_max and c_avg < c_min):
+                g_max = placed
+                c_min = c_avg
+                for q in range(best_len):
+                    out_alloc[out_path[q]] = 0
+                    out_path[q] = -1
+                best_len = n
+                for q in range(n):
+                    out_path[q] = path[q]
+                    out_alloc[path[q]] = alloc[path[q]]
+        for i in range(n):
+            in_path[path[i]] = 0
+            alloc[path[i]] = 0
     return g_max, best_len
 
 
@@ -405,6 +552,24 @@ def rule_target(rule, k_star, min_gpus=1):
     if rule == RULE_PATHFINDER_QUARTER:
         return max(min_gpus, (k_star + 3) // 4)
     return k_star
+
+
+@_inline
+def apply_rule_kept(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws, min_gpus,
+                    bandwidth, nbr, nbr_ready, resv_cols, resv_nnz):
+    """``apply_rule`` with the Pathfinder rules on ``_pathfinder_sorted_kernel`` (the same
+    placements; what the simulator keeps per episode passed in)."""
+    if rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER:
+        return _pathfinder_sorted_kernel(
+            free, prices, bw, rule_target(rule, k_star, min_gpus), activation, tc, ALLOC_COST_MIN, out_path,
+            out_alloc, ws, bandwidth, nbr, nbr_ready, resv_cols, resv_nnz,
+        )
+    if rule == RULE_PATHFINDER_UNIFORM:
+        return _pathfinder_sorted_kernel(
+            free, prices, bw, k_star, activation, tc, ALLOC_UNIFORM, out_path, out_alloc, ws, bandwidth, nbr,
+            nbr_ready, resv_cols, resv_nnz,
+        )
+    return apply_rule(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws, min_gpus)
 
 
 @_inline

@@ -49,7 +49,7 @@ from numba.experimental import structref
 
 from geo_gym import state
 from geo_gym.costmodel import min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
-from geo_gym.placement import FEASIBLE, apply_rule, check_kernel
+from geo_gym.placement import FEASIBLE, apply_rule, apply_rule_kept, check_kernel
 from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.uncertainty import draws
 from geo_gym.uncertainty.failures import checkpoint_rollback, time_to_failure
@@ -153,6 +153,10 @@ def reset(c, e):
     c.free[e] = c.cap[e]
     c.repairing[e] = 0
     c.reserved_gbps[e] = 0.0
+    residual_bandwidth(c.bandwidth_gbps[e], c.reserved_gbps[e], c.residual_gbps[e])
+    c.resv_nnz[e] = 0
+    c.bandwidth_total_gbps[e] = _bandwidth_total(c.bandwidth_gbps[e])
+    c.nbr_ready[e] = False
     c.status[e] = PENDING_FUTURE
     c.next_arrival[e] = 0
     c.n_pending[e] = 0
@@ -327,17 +331,89 @@ def done(c, e):
     return c.n_done[e] == c.n_jobs[e]
 
 
+@_inline
+def _residual(bw, resv, u, v):
+    """``residual_bandwidth``'s entry (u, v): the one expression both compute it with."""
+    a = bw[u, v] - resv[u, v]
+    b = bw[v, u] - resv[v, u]
+    return max(0.0, min(a, b))
+
+
 @_jit
-def _release(free, resv, alloc, path, plen, bj):
-    """Give back a job's GPUs (``alloc``) and its b_j on every link of its path (one env's
-    rows and the job's placement)."""
+def _bandwidth_total(bw):
+    """Eq. (11)'s denominator, summed as ``costmodel.alpha`` sums it."""
+    total = 0.0
+    n = bw.shape[0]
+    for u in range(n):
+        for v in range(n):
+            if u != v:
+                total += bw[u, v]
+    return total
+
+
+@_jit
+def _track_link(c, e, u, v, was_reserved):
+    """Link (u, v)'s reservation changed: keep ``resv_cols``/``resv_nnz`` (the links with a
+    non-zero reservation) and ``residual_gbps`` (both directions) up to date."""
+    resv = c.reserved_gbps[e]
+    now_reserved = resv[u, v] != 0.0
+    if now_reserved and not was_reserved:
+        c.resv_cols[e, u, c.resv_nnz[e, u]] = v
+        c.resv_nnz[e, u] += 1
+    elif was_reserved and not now_reserved:
+        cols = c.resv_cols[e, u]
+        last = c.resv_nnz[e, u] - 1
+        i = 0
+        while cols[i] != v:
+            i += 1
+        cols[i] = cols[last]
+        c.resv_nnz[e, u] = last
+    bw, out = c.bandwidth_gbps[e], c.residual_gbps[e]
+    out[u, v] = _residual(bw, resv, u, v)
+    out[v, u] = _residual(bw, resv, v, u)
+
+
+@_jit
+def alpha_kept(c, e):
+    """Eq. (11) from the kept links: ``costmodel.alpha_nb(reserved_gbps, bandwidth_gbps)`` to
+    the bit without its O(K^2) pass. alpha sums every reservation in row-major order, and
+    every one left out here is +0.0 (reservations are never negative), which adds nothing to
+    a sum of non-negative numbers; the non-zero ones are summed in the same order (each row's
+    few columns sorted first)."""
+    resv, nnz, cols = c.reserved_gbps[e], c.resv_nnz[e], c.resv_cols[e]
+    used = 0.0
+    for u in range(nnz.shape[0]):
+        m = nnz[u]
+        if m == 0:
+            continue
+        row = cols[u]
+        for i in range(1, m):  # insertion sort: a region is on the paths of a few jobs
+            x = row[i]
+            q = i - 1
+            while q >= 0 and row[q] > x:
+                row[q + 1] = row[q]
+                q -= 1
+            row[q + 1] = x
+        for i in range(m):
+            used += resv[u, row[i]]
+    total = c.bandwidth_total_gbps[e]
+    return used / total if total > 0 else 0.0
+
+
+@_jit
+def _release(c, e, j):
+    """Give back job j's GPUs and its b_j on every link of its path."""
+    free, resv, alloc, path, bj = c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.b_gbps[e, j]
     for r in range(free.shape[0]):
         free[r] += alloc[r]
-    for i in range(plen - 1):
+    for i in range(c.plen[e, j] - 1):
         u = path[i]
         v = path[i + 1]
+        was_uv, was_vu = resv[u, v] != 0.0, resv[v, u] != 0.0
         resv[u, v] = max(0.0, resv[u, v] - bj)
         resv[v, u] = max(0.0, resv[v, u] - bj)
+        _track_link(c, e, u, v, was_uv)
+        _track_link(c, e, v, u, was_vu)
 
 
 @_jit
@@ -351,7 +427,7 @@ def _count_rerun(c, e, j, t):
 
 @_jit
 def _complete(c, e, j):
-    _release(c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.b_gbps[e, j])
+    _release(c, e, j)
     _count_rerun(c, e, j, c.end_s[e, j])
     c.status[e, j] = DONE
     c.cost_usd[e, j] += c.cost_per_s[e, j] * (c.end_s[e, j] - c.attempt_start_s[e, j])
@@ -373,7 +449,7 @@ def _stop_attempt(c, e, j, t):
     c.done_iters[e, j] = min(c.iters[e, j], c.done_iters[e, j] + kept_h * SECONDS_PER_HOUR / c.t_iter_s[e, j])
     c.cost_usd[e, j] += c.cost_per_s[e, j] * (t - c.attempt_start_s[e, j])  # the lost work's electricity too
     _count_rerun(c, e, j, t)
-    _release(c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.plen[e, j], c.b_gbps[e, j])
+    _release(c, e, j)
 
 
 @_jit
@@ -555,9 +631,7 @@ def residual_bandwidth(bw, resv, out):
     k = bw.shape[0]
     for u in range(k):
         for v in range(k):
-            a = bw[u, v] - resv[u, v]
-            b = bw[v, u] - resv[v, u]
-            out[u, v] = max(0.0, min(a, b))
+            out[u, v] = _residual(bw, resv, u, v)
 
 
 @_jit
@@ -585,6 +659,20 @@ def job_placement(free, prices, eff, kstar, act, min_gpus, rule, tc, ws, out_pat
     t_comp table (``fill_tc``), ``eff`` the residual bandwidth (``residual_bandwidth``).
     Takes one env's arrays, so that the fast path and the env share it."""
     g, n = apply_rule(rule, free, prices, eff, kstar, act, tc, out_path, out_alloc, ws, min_gpus)
+    if g < min_gpus:
+        return 0, 0
+    return g, n
+
+
+@_jit
+def job_placement_kept(c, e, kstar, act, min_gpus, rule, tc, ws, out_path, out_alloc):
+    """``job_placement`` on env e's free GPUs and the residual bandwidth the core keeps, with
+    the Pathfinder rules on ``placement.apply_rule_kept`` (same placements, less work on many
+    regions)."""
+    g, n = apply_rule_kept(
+        rule, c.free[e], c.price[e], c.residual_gbps[e], kstar, act, tc, out_path, out_alloc, ws, min_gpus,
+        c.bandwidth_gbps[e], c.nbr_order[e], c.nbr_ready[e], c.resv_cols[e], c.resv_nnz[e],
+    )
     if g < min_gpus:
         return 0, 0
     return g, n
@@ -620,8 +708,12 @@ def place(c, e, j, path, plen, alloc):
     for i in range(plen):
         c.path[e, j, i] = path[i]
     for i in range(plen - 1):
-        c.reserved_gbps[e, path[i], path[i + 1]] += b
-        c.reserved_gbps[e, path[i + 1], path[i]] += b
+        u, v = path[i], path[i + 1]
+        was_uv, was_vu = c.reserved_gbps[e, u, v] != 0.0, c.reserved_gbps[e, v, u] != 0.0
+        c.reserved_gbps[e, u, v] += b
+        c.reserved_gbps[e, v, u] += b
+        _track_link(c, e, u, v, was_uv)
+        _track_link(c, e, v, u, was_vu)
     c.plen[e, j] = plen
     c.gpus[e, j] = g
     c.b_gbps[e, j] = b
@@ -685,7 +777,7 @@ NUM_CAND_FEATURES = 3
 
 
 @_jit
-def _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
+def feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
     """The normalisers of Eq. (9)/(10) over the first n pending jobs: the largest predicted
     remaining E_j(1) and the largest b_j(K*)."""
     e1_max = 0.0
@@ -697,16 +789,30 @@ def _feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
     return e1_max, b_max
 
 
+@_inline
+def job_priority_features(pred_iters, done_iters, t1, b_ref, e1_max, b_max):
+    """A pending job's (I_j, D_j) (Eq. 9/10) as float32, normalised by the window's
+    ``feature_scales``: the one place they are computed."""
+    rem = remaining_pred(pred_iters, done_iters)
+    f_i = np.float32(rem * t1 / e1_max if e1_max > 0 else 0.0)
+    f_d = np.float32(b_ref / b_max if b_max > 0 else 0.0)
+    return f_i, f_d
+
+
+@_inline
+def job_log_ideal(pred_iters, done_iters, tk):
+    """A pending job's log1p(predicted remaining E_j(K*) in hours) as float32: the one place
+    it is computed."""
+    return np.float32(np.log1p(remaining_pred(pred_iters, done_iters) * tk / SECONDS_PER_HOUR))
+
+
 @_jit
 def _job_features(pred_iters, done_iters, t1, tk, b_ref, e1_max, b_max):
     """A pending job's (I_j, D_j, log1p(predicted E_j(K*) h)) from its own numbers, as
     float32, the precision the observation holds, so that every path orders on the very same
     numbers."""
-    rem = remaining_pred(pred_iters, done_iters)
-    f_i = np.float32(rem * t1 / e1_max if e1_max > 0 else 0.0)
-    f_d = np.float32(b_ref / b_max if b_max > 0 else 0.0)
-    f_log = np.float32(np.log1p(rem * tk / SECONDS_PER_HOUR))
-    return f_i, f_d, f_log
+    f_i, f_d = job_priority_features(pred_iters, done_iters, t1, b_ref, e1_max, b_max)
+    return f_i, f_d, job_log_ideal(pred_iters, done_iters, tk)
 
 
 @_jit
@@ -715,7 +821,7 @@ def candidate_features(c, e, n, out):
     I_j (Eq. 9) and D_j (Eq. 10) normalised over these candidates, log1p(predicted E_j(K*) h),
     all on *predicted remaining* work (``remaining_pred``), never the truth."""
     pend, pred, done_it, t1, tk, b_ref = c.pending[e], c.pred_iters[e], c.done_iters[e], c.t_iter_1gpu_s[e], c.t_iter_target_s[e], c.b_target_gbps[e]
-    e1_max, b_max = _feature_scales(pend, pred, done_it, t1, b_ref, n)
+    e1_max, b_max = feature_scales(pend, pred, done_it, t1, b_ref, n)
     for i in range(n):
         j = pend[i]
         out[i, CAND_I], out[i, CAND_D], out[i, CAND_LOG_IDEAL] = _job_features(

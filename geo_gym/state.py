@@ -82,6 +82,14 @@ DYNAMIC: tuple[Field, ...] = (
     Field("free", "K", np.int64, "free GPUs of each region"),
     Field("repairing", "K", np.int64, "GPUs of each region under repair"),
     Field("reserved_gbps", "KK", np.float64, "bandwidth reserved on each directed link (Eq. 6)"),
+    # kept link by link as reserved_gbps changes (sim.place, sim._release), so that a decision
+    # reads them without an O(K^2) pass
+    Field("residual_gbps", "KK", np.float64, "what a policy may still use on each link: sim.residual_bandwidth of the above"),
+    Field("resv_nnz", "K", np.int64, "links (u, v) of each region u with reserved_gbps[u, v] != 0 ..."),
+    Field("resv_cols", "KK", np.int64, "... their v: the first resv_nnz[u] entries of row u, in no particular order"),
+    Field("bandwidth_total_gbps", "", np.float64, "Eq. (11)'s denominator: B_uv summed over u != v in row-major order"),
+    Field("nbr_order", "KK", np.int64, "row v: the regions by unreserved usable bandwidth from v (placement.sort_neighbours), once nbr_ready[v]"),
+    Field("nbr_ready", "K", np.bool_, "row v of nbr_order is sorted (on first use by Pathfinder, per episode)"),
     # queues: index lists with a count each
     Field("status", "J", np.int8, "sim.PENDING_FUTURE, PENDING, RUNNING, DONE or DELAYED"),
     Field("next_arrival", "", np.int64, "index of the next job to be submitted"),

@@ -3,14 +3,19 @@ regions and queue length.
 
     python scripts/bench_scale.py --out out/bench_scale            # the four sweeps below
     python scripts/bench_scale.py --quick --out /tmp/bench_scale    # smoke run (tests)
+    python scripts/bench_scale.py --sweeps jobs --jobs 10000 100000 1000000 \
+        --base-capacity 16 --base-interarrival 7200 --out /tmp/stable  # a stable queue
 
 Workload: the `random` scenario (regions with random capacities, prices and links; catalog jobs
 that fit its largest region; Poisson arrivals), run to the end under --policy on the fast path
-(`geo_gym.simulate`). Four sweeps, each varying one axis around a base case (--base-jobs jobs,
-11 regions, one arrival per --base-interarrival seconds, capacity x1):
+(`geo_gym.simulate`). Four sweeps (--sweeps), each varying one axis around a base case (--base-jobs jobs,
+11 regions, one arrival per --base-interarrival seconds, capacity x --base-capacity, 1 by
+default: then the queue grows for the whole run; x16 with an arrival every 7,200 s keeps it
+short):
 
 * ``jobs``: the job count (--jobs);
-* ``concurrency``: every region's capacity x each of --factors (more jobs run at once);
+* ``concurrency``: every region's capacity x each of --factors (more jobs run at once; times
+  --base-capacity);
 * ``regions``: the region count (--regions), at --region-jobs jobs;
 * ``queue``: arrivals --factors times as often as the base (the queue grows).
 
@@ -47,6 +52,10 @@ parser.add_argument("--base-jobs", type=cli.positive_int, default=10_000, help="
 parser.add_argument("--region-jobs", type=cli.positive_int, default=1_000, help="jobs of the regions sweep")
 parser.add_argument("--base-interarrival", type=cli.finite_positive, default=3600.0,
                     help="seconds between arrivals in the base case")
+parser.add_argument("--base-capacity", type=cli.finite_positive, default=1.0,
+                    help="every region's capacity x this in the base case")
+parser.add_argument("--sweeps", nargs="+", choices=["jobs", "concurrency", "regions", "queue"],
+                    default=["jobs", "concurrency", "regions", "queue"], help="which sweeps to run")
 parser.add_argument("--factors", type=cli.finite_positive, nargs="+", default=[1.0, 4.0, 16.0],
                     help="the concurrency sweep's capacity scales and the queue sweep's arrival-rate factors")
 parser.add_argument("--repeat", type=cli.positive_int, default=1, help="runs per case; the fastest is reported")
@@ -94,12 +103,12 @@ def run_case(case: dict) -> dict:
 
 def sweeps(args) -> list[dict]:
     base = {"policy": args.policy, "seed": args.seed, "repeat": args.repeat, "regions": 11,
-            "capacity_scale": 1.0, "interarrival": args.base_interarrival, "jobs": args.base_jobs}
+            "capacity_scale": args.base_capacity, "interarrival": args.base_interarrival, "jobs": args.base_jobs}
     out = [{**base, "sweep": "jobs", "jobs": n} for n in args.jobs]
-    out += [{**base, "sweep": "concurrency", "capacity_scale": c} for c in args.factors]
+    out += [{**base, "sweep": "concurrency", "capacity_scale": args.base_capacity * c} for c in args.factors]
     out += [{**base, "sweep": "regions", "regions": k, "jobs": args.region_jobs} for k in args.regions]
     out += [{**base, "sweep": "queue", "interarrival": args.base_interarrival / f} for f in args.factors]
-    return out
+    return [case for case in out if case["sweep"] in args.sweeps]
 
 
 def plot(df, path: Path) -> None:
@@ -112,6 +121,9 @@ def plot(df, path: Path) -> None:
     fig, axes = plt.subplots(1, 4, figsize=(13, 3.2))
     for ax, (sweep, x) in zip(axes, axes_of.items(), strict=True):
         s = df[df.sweep == sweep].sort_values(x)
+        if s.empty:
+            ax.set_axis_off()
+            continue
         ax.plot(s[x], s.us_per_job, "o-", label="us per job")
         ax.set_xscale("log")
         ax.set_yscale("log")

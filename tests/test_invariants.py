@@ -3,6 +3,7 @@
 import numpy as np
 
 from geo_gym import sim
+from geo_gym.costmodel import alpha_nb
 from geo_gym.env import GeoPipeEnv
 from geo_gym.uncertainty import UncertaintyConfig
 
@@ -24,6 +25,14 @@ def check_state(env):
             resv[v, u] += c.b_gbps[0, j]
     assert np.allclose(resv, c.reserved_gbps[0], atol=1e-9)
     assert (c.reserved_gbps[0] <= c.bandwidth_gbps[0] + 1e-6).all()  # Eq. (6)
+    # what the core keeps link by link equals the O(K^2) computations, to the bit
+    eff = np.empty_like(c.residual_gbps[0])
+    sim.residual_bandwidth(c.bandwidth_gbps[0], c.reserved_gbps[0], eff)
+    assert np.array_equal(eff, c.residual_gbps[0])
+    for u in range(c.cap.shape[1]):
+        kept = sorted(c.resv_cols[0, u, : c.resv_nnz[0, u]].tolist())
+        assert kept == np.flatnonzero(c.reserved_gbps[0, u]).tolist()
+    assert sim.alpha_kept(c, 0) == alpha_nb(c.reserved_gbps[0], c.bandwidth_gbps[0])
     delayed = int((c.status[0, :n] == sim.DELAYED).sum())
     assert delayed == c.n_delayed[0]
     assert c.n_pending[0] + len(running) + delayed + int(c.n_done[0]) == int(c.next_arrival[0])

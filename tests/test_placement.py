@@ -158,3 +158,53 @@ def test_smaller_pathfinder_options_aim_at_half_and_a_quarter_of_k_star():
     assert gpus["pathfinder_half"] == [max(m, math.ceil(k / 2)) for m, k in zip(least, k_star, strict=True)]
     assert gpus["pathfinder_quarter"] == [max(m, math.ceil(k / 4)) for m, k in zip(least, k_star, strict=True)]
     assert gpus["pathfinder_quarter"][0] == 40 > math.ceil(k_star[0] / 4)
+
+
+def test_sorted_pathfinder_equals_alg1_on_hundreds_of_regions():
+    """The simulator's Pathfinder (sorted neighbour lists, reserved links compared one by one,
+    path-local scratch) places exactly as Alg. 1's kernel on random worlds of a few hundred
+    regions: many ties in bandwidth and price, asymmetric links, symmetric reservations, most
+    calls in phase 2 (K* above every region's free GPUs)."""
+    from geo_gym import placement as pl
+    from geo_gym.sim import residual_bandwidth
+
+    rng = np.random.default_rng(7)
+    phase2 = 0
+    for trial in range(40):
+        k = int(rng.integers(150, 350))
+        bw = rng.choice([0.0, 1.0, 5.0, 10.0, 25.0, 100.0], size=(k, k))
+        np.fill_diagonal(bw, 0.0)
+        free = rng.integers(0, 9, size=k) * (rng.random(k) < 0.7)
+        prices = np.round(rng.uniform(0.08, 0.35, k), 2)
+        resv = np.zeros((k, k))
+        for _ in range(int(rng.integers(0, 3 * k))):
+            u, v = rng.integers(0, k, size=2)
+            if u != v:
+                b = float(rng.choice([0.5, 1.0, 5.0, 30.0]))
+                resv[u, v] += b
+                resv[v, u] += b
+        eff = np.empty((k, k))
+        residual_bandwidth(bw, resv, eff)
+        nnz = np.array([np.count_nonzero(resv[u]) for u in range(k)], dtype=np.int64)
+        cols = np.zeros((k, k), dtype=np.int64)
+        for u in range(k):
+            c = rng.permutation(np.flatnonzero(resv[u]))  # kept in no particular order
+            cols[u, : len(c)] = c
+        nbr, ready = np.empty((k, k), dtype=np.int64), np.zeros(k, dtype=np.bool_)
+        for _ in range(6):
+            k_star = int(rng.integers(2, 120))
+            tc = np.empty(k_star + 1)
+            tc[0] = np.inf
+            tc[1:] = rng.uniform(5.0, 50.0) / np.arange(1, k_star + 1) + 0.5
+            activation = float(rng.choice([0.5, 5.0, 20.0, 100.0]))
+            for allocator in (pl.ALLOC_COST_MIN, pl.ALLOC_UNIFORM):
+                want = (np.empty(k, np.int64), np.empty(k, np.int64))
+                got = (np.empty(k, np.int64), np.empty(k, np.int64))
+                g0, n0 = pl._pathfinder_kernel(free, prices, eff, k_star, activation, tc, allocator, *want,
+                                               np.zeros((4, k), np.int64))
+                g1, n1 = pl._pathfinder_sorted_kernel(free, prices, eff, k_star, activation, tc, allocator, *got,
+                                                      np.zeros((4, k), np.int64), bw, nbr, ready, cols, nnz)
+                assert (g0, n0) == (g1, n1), (trial, k_star, allocator)
+                assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1]), (trial, k_star)
+                phase2 += n0 > 1
+    assert phase2 > 100  # multi-region paths, not only phase 1
