@@ -391,7 +391,12 @@ def train_run(
         history = pd.DataFrame(compare.history)
         path = run / "eval.csv"
         if resume and path.exists():
-            history = pd.concat([pd.read_csv(path), history], ignore_index=True)
+            # rows at or after the resumed run's first evaluation belong to the continuation that
+            # was lost (a run killed after writing eval.csv, resumed from a checkpoint at or
+            # before them): the resumed run's rows replace them
+            before = pd.read_csv(path)
+            before = before[before.timesteps < history.timesteps.min()]
+            history = pd.concat([before, history], ignore_index=True)
         history.to_csv(path, index=False)
         plot_curve(history, run / "curve.png")
     policies = {"agent": AgentPolicy(model)}

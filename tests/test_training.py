@@ -60,6 +60,13 @@ def test_train_script_checkpoints_resumes_and_reports(tmp_path):
     assert pd.read_csv(tmp_path / "runs" / "u" / "eval.csv").timesteps.tolist() == [1024, 2048, 3072, 4096]
     assert sorted((run / "tb").rglob("events.out.tfevents.*")) == before
     assert len(list((tmp_path / "runs" / "u" / "tb").rglob("events.out.tfevents.*"))) > len(before)
+    # a run lost after it wrote eval.csv, resumed from its last checkpoint at the full budget
+    # (a Tune trial killed during its final table): the repeated evaluation replaces the row
+    shutil.copytree(run, tmp_path / "runs" / "v")
+    again = subprocess.run(cmd[:3] + ["v"] + cmd[4:] + ["--resume"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert pd.read_csv(tmp_path / "runs" / "v" / "eval.csv").timesteps.tolist() == [1024, 2048]
     changed = subprocess.run(resume + ["--cost-weight", "0.5"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert changed.returncode != 0 and "--cost-weight 0.5" in changed.stderr
 
