@@ -1,0 +1,128 @@
+"""Traces as columns (traces.mapping._map_columns, workload.SpecTable): the column path gives
+the very scenario, mapped table and simulation results of the per-job path it replaced
+(traces.mapping._map_row / _job_spec, a JobSpec per job), to the bit, on the committed
+synthetic samples (Philly retries and failures, Acme NODE_FAIL and early ends) and on the real
+RFold table when present."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import baselines
+import geo_gym
+from geo_gym import catalog, loading, workload
+from geo_gym.cluster import paper_cluster
+from geo_gym.scenarios import Scenario
+from geo_gym.uncertainty import UncertaintyConfig
+from geo_gym.workload import SpecTable
+from traces import read_trace
+from traces.mapping import MappingOptions, _job_spec, _map_row, map_trace, select_jobs
+
+DATA = Path(__file__).resolve().parents[1] / "traces" / "data"
+TRACES_DIR = Path(os.environ.get("GEO_GYM_TRACES_DIR")
+                  or Path(__file__).resolve().parents[1].parent / "shared" / "traces")
+RFOLD = TRACES_DIR / "philly" / "rfold_philly_trace.csv.gz"
+SAMPLES = [
+    (DATA / "synthetic_philly_job_log.json", "philly_job_log"),
+    (DATA / "synthetic_acme_seren.csv", "acme_seren"),
+    (DATA / "synthetic_acme_kalos.csv", "acme_kalos"),
+]
+
+
+def per_job(table: pd.DataFrame, mapped, **options):
+    """The per-job path: the mapped table and the JobSpec tuple as map_trace built them before
+    the columns, one _map_row and one _job_spec per job."""
+    opts = MappingOptions(**options)
+    sub, _ = select_jobs(table, opts)
+    base = opts.cluster or paper_cluster()
+    rows = [_map_row(r, opts, base.gpu, catalog.DEFAULT_STAGE_OVERHEAD_S, base.intra_region_gbps)
+            for r in sub.itertuples(index=False)]
+    df = pd.DataFrame(rows)
+    submit = (sub["submit"].to_numpy() - float(sub["submit"].min())) / opts.compression
+    df.insert(2, "submit", submit)
+    specs = tuple(_job_spec(row, s) for row, s in zip(rows, submit, strict=True))
+    scen = mapped.scenario
+    return df, Scenario(scen.name, scen.cluster, specs, scen.stage_overhead, scen.start_rule, scen.memory_model)
+
+
+def assert_same_specs(table: SpecTable, specs: tuple) -> None:
+    assert len(table) == len(specs)
+    for i, spec in enumerate(specs):
+        got = table[i]
+        assert got == spec, i
+        assert got.metadata == spec.metadata, i  # metadata is no part of JobSpec equality
+        assert [type(v) for v in got.metadata.values()] == [type(v) for v in spec.metadata.values()]
+        assert got.failure_gpu_hours == spec.failure_gpu_hours
+    assert tuple(table) == specs
+
+
+def assert_same_results(a: geo_gym.SimResult, b: geo_gym.SimResult) -> None:
+    pd.testing.assert_frame_equal(a.jobs, b.jobs, check_exact=True)
+    assert a.summary == b.summary
+
+
+@pytest.mark.parametrize("path, kind", SAMPLES, ids=[p.name for p, _ in SAMPLES])
+@pytest.mark.parametrize("options", [{}, {"gpu_only": False, "start_rule": "memory"}, {"trace_failures": False}],
+                         ids=["defaults", "cpu-jobs-memory-rule", "no-failures"])
+def test_columns_equal_per_job_path(path, kind, options):
+    table = read_trace(path, kind)
+    mapped = map_trace(table, **options)
+    df, reference = per_job(table, mapped, **options)
+    pd.testing.assert_frame_equal(mapped.jobs, df, check_exact=True)
+    assert isinstance(mapped.scenario.jobs, SpecTable)
+    assert_same_specs(mapped.scenario.jobs, reference.jobs)
+    # what loading reads of the jobs: the same columns, to the bit
+    for columns in (workload.spec_columns, workload.profile_columns, workload.label_columns):
+        got, want = columns(mapped.scenario.jobs), columns(reference.jobs)
+        assert got.keys() == want.keys()
+        for key in got:
+            np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(want[key]), err_msg=key)
+    assert loading._plants_failures(mapped.scenario.jobs) == loading._plants_failures(reference.jobs)
+    for policy, unc in [("bace_pipe", None), ("fcfs", "realistic"), ("schedmate_sjf", "schedmate")]:
+        env_kwargs = {"uncertainty": unc}
+        assert_same_results(geo_gym.simulate(mapped.scenario, baselines.make(policy), seed=3, env_kwargs=env_kwargs),
+                            geo_gym.simulate(reference, baselines.make(policy), seed=3, env_kwargs=env_kwargs))
+
+
+def test_planted_failures_survive_the_columns():
+    """The Philly sample's retries become planted failures in the table, read by the core."""
+    mapped = map_trace(read_trace(*SAMPLES[0]))
+    jobs = mapped.scenario.jobs
+    assert jobs.failure_gpu_hours and jobs.planted.sum() == len(jobs.failure_gpu_hours)
+    i = next(iter(jobs.failure_gpu_hours))
+    assert jobs[i].failure_gpu_hours == mapped.jobs["failure_gpu_hours"].iloc[i]
+    assert loading.required_sizes(mapped.scenario, UncertaintyConfig())["attempts"] == 16
+    off = map_trace(read_trace(*SAMPLES[0]), trace_failures=False)
+    assert loading.required_sizes(off.scenario, UncertaintyConfig())["attempts"] == 1
+
+
+def test_spec_table_checks_its_columns():
+    ok = {"name": ["a", "b"], "model": [0, 1], "submit": [0.0, 5.0], "iterations": [1.0, 2.0],
+          "max_gpus": [1, 4], "dataset": catalog.PAPER_DATASETS[0]}
+    table = SpecTable(**ok)
+    assert table[-1].name == "b" and table[1].max_gpus == 4 and table[:1] == (table[0],)
+    for change, match in [({"submit": [5.0, 0.0]}, "must not decrease"),
+                          ({"iterations": [1.0, 0.0]}, "iterations"),
+                          ({"max_gpus": [0, 1]}, "max_gpus"),
+                          ({"fate_fraction": [0.5, 1.5]}, "fate_fraction"),
+                          ({"failure_gpu_hours": {0: (-1.0,)}}, "failure_gpu_hours"),
+                          ({"name": ["a"]}, "rows")]:
+        with pytest.raises(ValueError, match=match):
+            SpecTable(**{**ok, **change})
+
+
+@pytest.mark.skipif(not RFOLD.exists(), reason=f"real trace {RFOLD} not present")
+def test_rfold_sample_columns_equal_per_job_path():
+    table = read_trace(RFOLD)
+    options = {"sample": 0.05, "sample_seed": 1}
+    mapped = map_trace(table, **options)
+    df, reference = per_job(table, mapped, **options)
+    pd.testing.assert_frame_equal(mapped.jobs, df, check_exact=True)
+    assert_same_specs(mapped.scenario.jobs, reference.jobs)
+    assert_same_results(geo_gym.simulate(mapped.scenario, baselines.make("bace_pipe")),
+                        geo_gym.simulate(reference, baselines.make("bace_pipe")))
