@@ -81,7 +81,7 @@ def start_episode(
         # A one-simulation core (geo_gym.simulate) follows the workload's region count,
         # which the ``random`` scenario draws per seed; load() overwrites all state anyway.
         # Env cores keep theirs: their observation layout depends on it (load() raises).
-        core = sim.allocate(1, k, 1)
+        core = sim.allocate(1, k, 1, attempts=0)
     core = sim.ensure(core, len(scen.jobs), **_sizes(scen, unc, derived))
     jobs = _load(core, e, scen, rng, unc, derived, history)
     n = len(jobs)
@@ -127,10 +127,10 @@ def _derived(unc: UncertaintyConfig) -> _Derived:
     retrieval = isinstance(pred, RetrievalPredictor)
     # The per-attempt columns (failure_draws, repair_h, handler_u: attempts per job, and the
     # core's J x attempts repair slots) are read only when an attempt can fail (random
-    # failures) or be judged (the failure handler); otherwise one attempt's worth, which no
-    # one reads, instead of max_attempts (768 B per job at 16). A workload with planted
-    # failures needs them all (_sizes).
-    sizes = {"attempts": unc.max_attempts if unc.failure_rate_per_gpu_hour > 0 or unc.handler else 1}
+    # failures) or be judged (the failure handler); otherwise none (a core allocated with
+    # attempts=0, as geo_gym.simulate's, then holds none) instead of max_attempts (768 B per
+    # job at 16). A workload with planted failures needs them all (_sizes).
+    sizes = {"attempts": unc.max_attempts if unc.failure_rate_per_gpu_hour > 0 or unc.handler else 0}
     if retrieval:
         sizes.update(store=pred.store.vals.shape[0], dim=pred.vectorizer.dim)
     return _Derived(
@@ -223,8 +223,8 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
     _check_time_resolution(jobs, spec["submit"], prof["iterations"] * prof["tk"])
     planted = spec["planted"]
     any_planted = bool(planted.any())
-    if derived.random or any_planted:
-        pred_z, drawn = draws.draw_episode(rng, unc, n, sizes["A"])
+    if derived.random or any_planted:  # (at least one attempt drawn: the same numbers for any count)
+        pred_z, drawn = draws.draw_episode(rng, unc, n, max(sizes["A"], 1))
     else:
         pred_z, drawn = _zeros(n), draws.neutral_columns(unc, n, sizes["A"])
     full = prof["iterations"]

@@ -444,16 +444,20 @@ class SpecTable(Sequence):
         return f"SpecTable({len(self)} jobs)"
 
 
-def label_columns(jobs: Sequence[JobSpec]) -> dict[str, list[str]]:
+def label_columns(jobs: Sequence[JobSpec], arrays: bool = False) -> dict[str, list[str]]:
     """Each job's name, model name and dataset name, as lists (result tables). A ``JobTable``
-    answers without building JobSpecs, with the names its JobSpecs would have."""
+    or ``SpecTable`` answers without building JobSpecs, with the names its JobSpecs would
+    have; with ``arrays``, a SpecTable's columns come as arrays (its own name column, object
+    arrays of the shared model and dataset names), without a Python string per job."""
     if isinstance(jobs, SpecTable):
-        names = jobs.name.tolist() if hasattr(jobs.name, "tolist") else list(jobs.name)
-        return {
-            "name": names,
-            "model": _model_names()[jobs.model].tolist(),
-            "dataset": [jobs.dataset.name] * len(jobs),
+        columns = {
+            "name": jobs.name,
+            "model": _model_names()[jobs.model],
+            "dataset": np.full(len(jobs), jobs.dataset.name, dtype=object),
         }
+        if arrays:
+            return columns
+        return {key: col.tolist() if hasattr(col, "tolist") else list(col) for key, col in columns.items()}
     if isinstance(jobs, JobTable):
         models = [catalog.MODELS[m].name for m in jobs.model.tolist()]
         rows = zip(models, jobs.user.tolist(), jobs.template.tolist(), strict=True)

@@ -33,7 +33,7 @@ phase by phase, each phase timed: ``read_s`` (read_trace), ``tile_s``, ``map_s``
 process's peak resident memory, the interpreter, its imports and the numba code included;
 ``base_mb`` the same before the table is read; ``peak_b_per_job`` = peak / jobs and
 ``added_b_per_job`` = (peak - base) / jobs; ``rss_<phase>_mb`` the resident memory after each
-phase (what it keeps). Run one ``--tile`` per process: the peak is the process's.
+phase (what it keeps), ``peak_<phase>_mb`` the peak so far (the phase that sets the peak). Run one ``--tile`` per process: the peak is the process's.
 """
 
 from __future__ import annotations
@@ -45,23 +45,19 @@ import tempfile
 import time
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from gymnasium.utils import seeding
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from gymnasium.utils import seeding  # noqa: E402
-
-import baselines  # noqa: E402
-import geo_gym  # noqa: E402
-from geo_gym import cli, fixed, runner, sim  # noqa: E402
-from geo_gym.env import as_uncertainty  # noqa: E402
-from geo_gym.loading import start_episode  # noqa: E402
-from geo_gym.scenarios import scenario_factory  # noqa: E402
-from traces.mapping import map_trace  # noqa: E402
-from traces.readers import read_trace  # noqa: E402
-from traces.synthetic import generate_philly_job_log, write_philly_job_log  # noqa: E402
+import baselines
+import geo_gym
+from geo_gym import cli, fixed, runner, sim
+from geo_gym.env import as_uncertainty
+from geo_gym.loading import start_episode
+from geo_gym.scenarios import scenario_factory
+from traces.mapping import map_trace
+from traces.readers import read_trace
+from traces.synthetic import generate_philly_job_log, write_philly_job_log
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES_DIR = Path(os.environ.get("GEO_GYM_TRACES_DIR") or ROOT.parent / "shared" / "traces")
@@ -168,6 +164,7 @@ def run_tiled(args) -> None:
         times[name] = time.perf_counter() - t
         row[f"{name}_s"] = round(times[name], 2)
         row[f"rss_{name}_mb"] = round(rss_mb())
+        row[f"peak_{name}_mb"] = round(peak_mb())
 
     t = time.perf_counter()
     table, label = source_table(args.trace_file)
@@ -186,7 +183,7 @@ def run_tiled(args) -> None:
         unc = unc.replace(**policy.uncertainty)
     rng, _ = seeding.np_random(args.seed)
     make = scenario_factory(mapped.scenario, args.start_rule)
-    core, jobs, scen, _ = start_episode(sim.allocate(1, make(0).cluster.num_regions, 1), 0, make, rng, unc)
+    core, jobs, scen, _ = start_episode(sim.allocate(1, make(0).cluster.num_regions, 1, attempts=0), 0, make, rng, unc)
     phase("load", t)
     t = time.perf_counter()
     ok = fixed.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, 0, bool(getattr(policy, "strict", False)))
@@ -194,7 +191,12 @@ def run_tiled(args) -> None:
         raise SystemExit(f"policy {args.policy} could not place every job")
     phase("run", t)
     t = time.perf_counter()
-    res = runner._result(core, jobs, scen)
+    if hasattr(runner, "_collect"):  # as geo_gym.simulate does: the core goes before the table is built
+        columns, summary = runner._collect(core, jobs, scen)
+        del core
+        res = runner._table(columns, summary)
+    else:  # the commit before traces as columns (back-to-back comparisons)
+        res = runner._result(core, jobs, scen)
     phase("table", t)
     n = len(res.jobs)
     peak = peak_mb()
@@ -252,6 +254,10 @@ def main(args) -> None:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.out / "bench.csv", index=False)
+        import matplotlib  # only to plot: not in the tiled case's memory
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
         curve = df[df.case.str.startswith("sample") | (df.case == "full")].sort_values("jobs")
         fig, ax = plt.subplots(figsize=(4.5, 3.2))
         ax.loglog(curve.jobs, curve.sim_s, "o-", label=f"{args.policy}, samples + full table")

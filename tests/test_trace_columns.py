@@ -98,7 +98,7 @@ def test_planted_failures_survive_the_columns():
     assert jobs[i].failure_gpu_hours == mapped.jobs["failure_gpu_hours"].iloc[i]
     assert loading.required_sizes(mapped.scenario, UncertaintyConfig())["attempts"] == 16
     off = map_trace(read_trace(*SAMPLES[0]), trace_failures=False)
-    assert loading.required_sizes(off.scenario, UncertaintyConfig())["attempts"] == 1
+    assert loading.required_sizes(off.scenario, UncertaintyConfig())["attempts"] == 0
 
 
 def test_spec_table_checks_its_columns():
@@ -126,3 +126,26 @@ def test_rfold_sample_columns_equal_per_job_path():
     assert_same_specs(mapped.scenario.jobs, reference.jobs)
     assert_same_results(geo_gym.simulate(mapped.scenario, baselines.make("bace_pipe")),
                         geo_gym.simulate(reference, baselines.make("bace_pipe")))
+
+
+@pytest.mark.parametrize("unc", [None, "realistic"])
+def test_result_table_from_arrays_equals_the_lists(unc):
+    """geo_gym.simulate's per-job table, built from numpy columns (env.episode_arrays), equals
+    the table built from episode_columns' Python lists, dtypes included."""
+    from gymnasium.utils import seeding
+
+    from geo_gym import fixed, runner, sim
+    from geo_gym.env import as_uncertainty, episode_arrays, episode_columns
+    from geo_gym.scenarios import scenario_factory
+
+    mapped = map_trace(read_trace(*SAMPLES[0]))
+    rng, _ = seeding.np_random(5)
+    core, jobs, scen, _ = loading.start_episode(sim.allocate(1, 11, 1), 0, scenario_factory(mapped.scenario), rng,
+                                                as_uncertainty(unc))
+    policy = baselines.make("bace_pipe")
+    assert fixed.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, 0, False)
+    lists = pd.DataFrame(episode_columns(core, 0, jobs, scen.cluster.names))
+    pd.testing.assert_frame_equal(pd.DataFrame(episode_arrays(core, 0, jobs, scen.cluster.names)), lists,
+                                  check_exact=True)
+    pd.testing.assert_frame_equal(runner._result(core, jobs, scen).jobs, lists, check_exact=True)
+    assert (lists["failures"] > 0).any() == (unc is not None or bool(jobs.failure_gpu_hours))
