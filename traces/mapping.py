@@ -525,18 +525,24 @@ def _model_names() -> np.ndarray:
 def _spec_table(jobs: pd.DataFrame, model_index: np.ndarray) -> workload.SpecTable:
     """The scenario's jobs as columns (``workload.SpecTable``): the JobSpecs :func:`_job_spec`
     builds, one per row of the mapped table, without building them."""
-    def text(values) -> list:  # None (and "") -> "", as `row[...] or ""`
-        return [v or "" for v in values]
+    def text(column: str) -> np.ndarray:  # None (and "") -> "", as `row[...] or ""` (strings or None)
+        values = jobs[column].to_numpy(dtype=object)
+        return np.where(pd.isna(values), "", values).astype(object)
 
-    vc, typ = jobs["vc"].to_numpy(dtype=object), jobs["type"].to_numpy(dtype=object)
-    models = jobs["model"].to_numpy(dtype=object)
-    tasks, labels = {}, {}
-    task = [tasks[t] if t in tasks else tasks.setdefault(t, (t or "train").lower()) for t in typ]
-    label = []
-    for key in zip(vc, typ, models, strict=True):
-        if key not in labels:
-            labels[key] = " ".join(x for x in key[:2] if x) or key[2]
-        label.append(labels[key])
+    def per_distinct(rule, *columns: np.ndarray) -> np.ndarray:
+        """rule(*row) for each row, computed once per distinct row (shared string objects)."""
+        codes, uniques = zip(*(pd.factorize(c) for c in columns), strict=True)
+        key = np.zeros(len(jobs), dtype=np.int64)
+        for c, u in zip(codes, uniques, strict=True):
+            key = key * len(u) + c
+        distinct, first, which = np.unique(key, return_index=True, return_inverse=True)
+        values = [rule(*(col[i] for col in columns)) for i in first.tolist()]
+        return np.array(values + [None], dtype=object)[:-1][which.reshape(-1)]
+
+    vc, typ = text("vc"), text("type")
+    task = per_distinct(lambda t: (t or "train").lower(), typ)
+    label = per_distinct(lambda v, t, m: " ".join(x for x in (v, t) if x) or m, vc, typ,
+                         jobs["model"].to_numpy(dtype=object))
     hours = jobs["failure_gpu_hours"].to_numpy(dtype=object)
     planted = {i: hours[i] for i in np.flatnonzero(pd.notna(hours)).tolist()}
     return workload.SpecTable(
@@ -550,9 +556,9 @@ def _spec_table(jobs: pd.DataFrame, model_index: np.ndarray) -> workload.SpecTab
         end_kind=np.array([workload.END_KINDS.get(k, workload.END_UNKNOWN) for k in jobs["end_kind"]], np.int64),
         failure_gpu_hours=planted,
         metadata={
-            "user": text(jobs["user"].to_numpy(dtype=object)),
-            "vc": text(vc),
-            "type": text(typ),
+            "user": text("user"),
+            "vc": vc,
+            "type": typ,
             "task": task,
             "gpus": jobs["max_gpus"].to_numpy(dtype=np.int64),
             "name": label,
