@@ -91,7 +91,7 @@ logs nothing. ``geo_gym.plot_schedule`` draws the same from ``simulate(..., reco
 from __future__ import annotations
 
 import gc
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -139,28 +139,21 @@ def episode_columns(core: sim.Core, e: int, jobs: list, region_names) -> dict[st
     return {key: value if isinstance(value, list) else value.tolist() for key, value in columns.items()}
 
 
-def episode_arrays(core: sim.Core, e: int, jobs: list, region_names) -> dict:
+def episode_arrays(core: sim.Core, e: int, jobs: list, region_names, paths: bool = True) -> dict:
     """``episode_columns`` with the numeric columns as numpy arrays (copies, float64 or
     int64: the dtypes a DataFrame gives the lists), the labels as ``label_columns(jobs,
-    arrays=True)`` gives them: what ``geo_gym.simulate``'s per-job table is built from, without a Python number
-    per cell. The per-job path lists are built with the garbage collector paused: lists of
-    strings and ints hold no cycles, and on a trace of millions of jobs its passes over the
-    objects already alive took most of the time."""
+    arrays=True)`` gives them: what ``geo_gym.simulate``'s per-job table is built from,
+    without a Python number per cell. With ``paths=False`` the "path" and "gpus_per_region"
+    entries are left as ``_PathParts`` (every job's path regions and GPUs, flat, copied out of
+    the core), for ``path_lists`` to turn into the lists once the core is gone."""
     n = len(jobs)
     submit, start, end = core.submit_s[e, :n], core.start_s[e, :n], core.end_s[e, :n]
-    # every job's path entries, flat in job then path order, and where each job's begin
+    # every job's path entries, flat in job then path order
     plen = core.plen[e, :n]
     on_path = np.arange(core.path.shape[2]) < plen[:, None]
     regions = core.path[e, :n][on_path]
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        path = _split(np.asarray(region_names, dtype=object)[regions].tolist(), plen)
-        per_region = _split(core.alloc[e, np.nonzero(on_path)[0], regions].tolist(), plen)
-    finally:
-        if paused:
-            gc.enable()
-    return {
+    parts = _PathParts(regions, core.alloc[e, np.nonzero(on_path)[0], regions], plen.copy(), tuple(region_names))
+    columns = {
         **label_columns(jobs, arrays=True),
         "submit_h": submit / SECONDS_PER_HOUR,
         "start_h": start / SECONDS_PER_HOUR,
@@ -169,13 +162,43 @@ def episode_arrays(core: sim.Core, e: int, jobs: list, region_names) -> dict:
         "jct_h": (end - submit) / SECONDS_PER_HOUR,
         "cost": core.cost_usd[e, :n].copy(),
         "gpus": core.gpus[e, :n].astype(np.int64),
-        "path": path,
-        "gpus_per_region": per_region,
+        "path": parts,
+        "gpus_per_region": parts,
         "failures": core.n_fail[e, :n].astype(np.int64),
         "iters": core.iters[e, :n].copy(),  # what it ran (its fate)
         "configured_iters": core.full_iters[e, :n].copy(),
         "predicted_iters": core.pred_iters[e, :n].copy(),
     }
+    return path_lists(columns) if paths else columns
+
+
+class _PathParts(NamedTuple):
+    regions: np.ndarray  # every job's path regions, flat in job then path order
+    gpus: np.ndarray  # the GPUs in each
+    plen: np.ndarray  # regions per job
+    region_names: tuple
+
+
+def path_lists(columns: dict) -> dict:
+    """``columns`` (``episode_arrays(..., paths=False)``) with its "path" and
+    "gpus_per_region" entries as per-job lists (region names; GPUs), in place. The lists are
+    built with the garbage collector paused: lists of strings and ints hold no cycles, and on
+    a trace of millions of jobs its passes over the objects already alive took most of the
+    time."""
+    parts = columns["path"]
+    if not isinstance(parts, _PathParts):
+        return columns
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        names = np.asarray(parts.region_names, dtype=object)[parts.regions].tolist()
+        columns["path"] = _split(names, parts.plen)
+        del names
+        columns["gpus_per_region"] = _split(parts.gpus.tolist(), parts.plen)
+    finally:
+        if paused:
+            gc.enable()
+    return columns
 
 
 def _split(flat: list, lengths: np.ndarray) -> list[list]:

@@ -21,7 +21,7 @@ import pandas as pd
 from gymnasium.utils import seeding
 
 from geo_gym import fixed, sim
-from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_arrays, episode_summary
+from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_arrays, episode_summary, path_lists
 from geo_gym.loading import start_episode
 from geo_gym.scenarios import Scenario, scenario_factory
 
@@ -43,13 +43,14 @@ def _result(core: sim.Core, jobs: list, scen: Scenario, extra: dict | None = Non
 
 def _collect(core: sim.Core, jobs: list, scen: Scenario) -> tuple[dict, dict]:
     """(the per-job columns, the summary) of env 0's finished episode: all the result needs
-    of the core, which the caller may then drop before the table is built."""
-    return episode_arrays(core, 0, jobs, scen.cluster.names), episode_summary(core, 0)
+    of the core (compact copies: the paths flat, ``env.episode_arrays(paths=False)``), which
+    the caller may then drop before the table is built."""
+    return episode_arrays(core, 0, jobs, scen.cluster.names, paths=False), episode_summary(core, 0)
 
 
 def _table(columns: dict, summary: dict, extra: dict | None = None,
            schedule: ScheduleLog | None = None) -> SimResult:
-    table = pd.DataFrame(columns)
+    table = pd.DataFrame(path_lists(columns))
     jobs = len(table)
     columns.clear()  # the table holds copies of the numeric columns: the originals go now
     summary["p50_jct_h"] = float(table["jct_h"].quantile(0.5))

@@ -149,3 +149,25 @@ def test_result_table_from_arrays_equals_the_lists(unc):
                                   check_exact=True)
     pd.testing.assert_frame_equal(runner._result(core, jobs, scen).jobs, lists, check_exact=True)
     assert (lists["failures"] > 0).any() == (unc is not None or bool(jobs.failure_gpu_hours))
+
+
+def test_a_loaded_core_is_freed():
+    """sim.load_jobs keeps no reference to the core (numba's getattr on a StructRef did: every
+    core geo_gym.simulate loaded stayed in memory), so a run's core goes with its last name."""
+    import gc
+    import weakref
+
+    from gymnasium.utils import seeding
+
+    from geo_gym import fixed, sim
+    from geo_gym.scenarios import scenario_factory
+
+    rng, _ = seeding.np_random(0)
+    core, *_ = loading.start_episode(sim.allocate(1, 6, 1, attempts=0), 0, scenario_factory("recurring"), rng,
+                                     UncertaintyConfig())
+    policy = baselines.make("bace_pipe")
+    assert fixed.run_fixed_policy(core, 0, policy.order_code, policy.rule_code, 0, False)
+    column = weakref.ref(core.submit_s)
+    del core
+    gc.collect()
+    assert column() is None
