@@ -41,6 +41,9 @@ def _result(core: sim.Core, jobs: list, scen: Scenario, extra: dict | None = Non
     return _table(*_collect(core, jobs, scen), extra, schedule)
 
 
+_PATH_COLUMNS = ("path", "gpus_per_region")
+
+
 def _collect(core: sim.Core, jobs: list, scen: Scenario) -> tuple[dict, dict]:
     """(the per-job columns, the summary) of env 0's finished episode: all the result needs
     of the core (compact copies: the paths flat, ``env.episode_arrays(paths=False)``), which
@@ -50,9 +53,15 @@ def _collect(core: sim.Core, jobs: list, scen: Scenario) -> tuple[dict, dict]:
 
 def _table(columns: dict, summary: dict, extra: dict | None = None,
            schedule: ScheduleLog | None = None) -> SimResult:
-    table = pd.DataFrame(path_lists(columns))
-    jobs = len(table)
+    names = list(columns)
+    flat = {key: columns.pop(key) for key in _PATH_COLUMNS if key in columns}
+    table = pd.DataFrame(columns)
     columns.clear()  # the table holds copies of the numeric columns: the originals go now
+    if flat:  # the per-job lists only now, beside the table rather than beside its columns too
+        for key, values in path_lists(flat).items():
+            table.insert(names.index(key), key, np.fromiter(values, dtype=object, count=len(table)))
+        del flat
+    jobs = len(table)
     summary["p50_jct_h"] = float(table["jct_h"].quantile(0.5))
     summary["p99_jct_h"] = float(table["jct_h"].quantile(0.99))
     summary["num_jobs"] = jobs
