@@ -90,7 +90,8 @@ logs nothing. ``geo_gym.plot_schedule`` draws the same from ``simulate(..., reco
 
 from __future__ import annotations
 
-from typing import Any
+import gc
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -134,32 +135,82 @@ def episode_columns(core: sim.Core, e: int, jobs: list, region_names) -> dict[st
     dataset, submit/start/end/wait/JCT (h), cost, GPUs, path (region names), GPUs per path
     region, infrastructure failures, iterations run (its fate), configured and predicted.
     Built column by column (a whole trace is 111k jobs); values are Python numbers."""
+    columns = episode_arrays(core, e, jobs, region_names)
+    return {key: value if isinstance(value, list) else value.tolist() for key, value in columns.items()}
+
+
+def episode_arrays(core: sim.Core, e: int, jobs: list, region_names, paths: bool = True) -> dict:
+    """``episode_columns`` with the numeric columns as numpy arrays (copies, float64 or
+    int64: the dtypes a DataFrame gives the lists), the labels as ``label_columns(jobs,
+    arrays=True)`` gives them: what ``geo_gym.simulate``'s per-job table is built from,
+    without a Python number per cell. With ``paths=False`` the "path" and "gpus_per_region"
+    entries are left as ``_PathParts`` (every job's path regions and GPUs, flat, copied out of
+    the core), for ``path_lists`` to turn into the lists once the core is gone."""
     n = len(jobs)
     submit, start, end = core.submit_s[e, :n], core.start_s[e, :n], core.end_s[e, :n]
-    # every job's path entries, flat in job then path order, and where each job's begin
+    # every job's path entries, flat in job then path order
     plen = core.plen[e, :n]
     on_path = np.arange(core.path.shape[2]) < plen[:, None]
     regions = core.path[e, :n][on_path]
-    gpus = core.alloc[e, np.nonzero(on_path)[0], regions].tolist()
-    names = np.asarray(region_names, dtype=object)[regions].tolist()
-    bounds = np.concatenate([[0], np.cumsum(plen)]).tolist()
-    spans = list(zip(bounds[:-1], bounds[1:], strict=True))
-    return {
-        **label_columns(jobs),
-        "submit_h": (submit / SECONDS_PER_HOUR).tolist(),
-        "start_h": (start / SECONDS_PER_HOUR).tolist(),
-        "end_h": (end / SECONDS_PER_HOUR).tolist(),
-        "wait_h": ((start - submit) / SECONDS_PER_HOUR).tolist(),
-        "jct_h": ((end - submit) / SECONDS_PER_HOUR).tolist(),
-        "cost": core.cost_usd[e, :n].tolist(),
-        "gpus": core.gpus[e, :n].tolist(),
-        "path": [names[a:b] for a, b in spans],
-        "gpus_per_region": [gpus[a:b] for a, b in spans],
-        "failures": core.n_fail[e, :n].tolist(),
-        "iters": core.iters[e, :n].tolist(),  # what it ran (its fate)
-        "configured_iters": core.full_iters[e, :n].tolist(),
-        "predicted_iters": core.pred_iters[e, :n].tolist(),
+    parts = _PathParts(regions, core.alloc[e, np.nonzero(on_path)[0], regions], plen.copy(), tuple(region_names))
+    columns = {
+        **label_columns(jobs, arrays=True),
+        "submit_h": submit / SECONDS_PER_HOUR,
+        "start_h": start / SECONDS_PER_HOUR,
+        "end_h": end / SECONDS_PER_HOUR,
+        "wait_h": (start - submit) / SECONDS_PER_HOUR,
+        "jct_h": (end - submit) / SECONDS_PER_HOUR,
+        "cost": core.cost_usd[e, :n].copy(),
+        "gpus": core.gpus[e, :n].astype(np.int64),
+        "path": parts,
+        "gpus_per_region": parts,
+        "failures": core.n_fail[e, :n].astype(np.int64),
+        "iters": core.iters[e, :n].copy(),  # what it ran (its fate)
+        "configured_iters": core.full_iters[e, :n].copy(),
+        "predicted_iters": core.pred_iters[e, :n].copy(),
     }
+    return path_lists(columns) if paths else columns
+
+
+class _PathParts(NamedTuple):
+    regions: np.ndarray  # every job's path regions, flat in job then path order
+    gpus: np.ndarray  # the GPUs in each
+    plen: np.ndarray  # regions per job
+    region_names: tuple
+
+
+def path_lists(columns: dict) -> dict:
+    """``columns`` (``episode_arrays(..., paths=False)``) with its "path" and
+    "gpus_per_region" entries as per-job lists (region names; GPUs), in place. The lists are
+    built with the garbage collector paused: lists of strings and ints hold no cycles, and on
+    a trace of millions of jobs its passes over the objects already alive took most of the
+    time."""
+    parts = columns["path"]
+    if not isinstance(parts, _PathParts):
+        return columns
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        names = np.asarray(parts.region_names, dtype=object)[parts.regions].tolist()
+        columns["path"] = _split(names, parts.plen)
+        del names
+        columns["gpus_per_region"] = _split(parts.gpus.tolist(), parts.plen)
+    finally:
+        if paused:
+            gc.enable()
+    return columns
+
+
+def _split(flat: list, lengths: np.ndarray) -> list[list]:
+    """``flat`` cut into consecutive lists of ``lengths`` items (slices: exactly sized lists,
+    without a list of bounds)."""
+    out = []
+    a = 0
+    for k in lengths.tolist():
+        b = a + k
+        out.append(flat[a:b])
+        a = b
+    return out
 
 
 def episode_records(core: sim.Core, e: int, jobs: list, region_names) -> list[dict]:

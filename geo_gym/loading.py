@@ -23,7 +23,15 @@ from geo_gym.uncertainty import UncertaintyConfig, draws
 from geo_gym.uncertainty.metadata import JobMetadata
 from geo_gym.uncertainty.predictors import RetrievalPredictor, store_extend
 from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
-from geo_gym.workload import MAX_SUBMIT_S, JobSpec, JobTable, profile, profile_columns, spec_columns
+from geo_gym.workload import (
+    MAX_SUBMIT_S,
+    JobSpec,
+    JobTable,
+    SpecTable,
+    profile,
+    profile_columns,
+    spec_columns,
+)
 
 
 def draw_workload_seed(rng: np.random.Generator) -> int:
@@ -73,12 +81,17 @@ def start_episode(
         # A one-simulation core (geo_gym.simulate) follows the workload's region count,
         # which the ``random`` scenario draws per seed; load() overwrites all state anyway.
         # Env cores keep theirs: their observation layout depends on it (load() raises).
-        core = sim.allocate(1, k, 1)
-    core = sim.ensure(core, len(scen.jobs), **derived.sizes)
+        core = sim.allocate(1, k, 1, attempts=0)
+    core = sim.ensure(core, len(scen.jobs), **_sizes(scen, unc, derived))
     jobs = _load(core, e, scen, rng, unc, derived, history)
     n = len(jobs)
     scale = float((core.full_iters[e, :n] * core.t_iter_target_s[e, :n]).sum() / SECONDS_PER_HOUR)
     return core, jobs, scen, scale
+
+
+# The metadata keys job_metadata reads (a SpecTable's memo keys: its other keys, e.g. a trace
+# job's id, do not change the vector).
+METADATA_KEYS = ("family", "dataset", "task", "user", "gpus", "name")
 
 
 def job_metadata(job) -> JobMetadata:
@@ -103,7 +116,7 @@ class _Derived(NamedTuple):
     retrieval: bool  # a RetrievalPredictor: predictions are made in the core
     random: bool  # some source reads ``draws.draw_episode``'s numbers (planted failures aside)
     settings: tuple  # sim.load_settings' arguments after (core, e)
-    sizes: dict  # required_sizes' part that does not depend on the workload
+    sizes: dict  # required_sizes' part that does not depend on the workload (see _sizes)
     vectors: dict  # retrieval: memoised metadata vectors, see _metadata_vectors
 
 
@@ -112,7 +125,12 @@ def _derived(unc: UncertaintyConfig) -> _Derived:
     """``_Derived`` of ``unc``, built once per configuration (an LRU cache)."""
     pred = unc.make_predictor()
     retrieval = isinstance(pred, RetrievalPredictor)
-    sizes = {"attempts": unc.max_attempts}
+    # The per-attempt columns (failure_draws, repair_h, handler_u: attempts per job, and the
+    # core's J x attempts repair slots) are read only when an attempt can fail (random
+    # failures) or be judged (the failure handler); otherwise none (a core allocated with
+    # attempts=0, as geo_gym.simulate's, then holds none) instead of max_attempts (768 B per
+    # job at 16). A workload with planted failures needs them all (_sizes).
+    sizes = {"attempts": unc.max_attempts if unc.failure_rate_per_gpu_hour > 0 or unc.handler else 0}
     if retrieval:
         sizes.update(store=pred.store.vals.shape[0], dim=pred.vectorizer.dim)
     return _Derived(
@@ -131,7 +149,24 @@ def _derived(unc: UncertaintyConfig) -> _Derived:
 
 def required_sizes(scenario: Scenario, unc: UncertaintyConfig) -> dict:
     """The core sizes ``load`` needs for this scenario and uncertainty configuration."""
-    return {"max_jobs": len(scenario.jobs), **_derived(unc).sizes}
+    return {"max_jobs": len(scenario.jobs), **_sizes(scenario, unc, _derived(unc))}
+
+
+def _sizes(scenario: Scenario, unc: UncertaintyConfig, derived: _Derived) -> dict:
+    """``derived.sizes``, with all of ``max_attempts`` when the workload plants failures
+    (trace jobs with ``failure_gpu_hours``: the core then fails their attempts)."""
+    if derived.sizes["attempts"] < unc.max_attempts and _plants_failures(scenario.jobs):
+        return {**derived.sizes, "attempts": unc.max_attempts}
+    return derived.sizes
+
+
+def _plants_failures(jobs) -> bool:
+    """Some job has trace-driven failures (``JobSpec.failure_gpu_hours`` not None)."""
+    if isinstance(jobs, JobTable):
+        return False  # catalog jobs plant none
+    if isinstance(jobs, SpecTable):
+        return bool(jobs.failure_gpu_hours)
+    return any(job.failure_gpu_hours is not None for job in jobs)
 
 
 def load(
@@ -161,8 +196,9 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
     k = cl.num_regions
     if core.cap.shape[1] != k:
         raise ValueError(f"core has {core.cap.shape[1]} regions, scenario {k}")
-    # A JobTable is in submit order already (it checks); sorting would build its JobSpecs.
-    jobs = scenario.jobs if isinstance(scenario.jobs, JobTable) else sorted(scenario.jobs, key=lambda j: j.submit)
+    # A JobTable or SpecTable is in submit order already (it checks); sorting would build its JobSpecs.
+    columns = isinstance(scenario.jobs, JobTable | SpecTable)
+    jobs = scenario.jobs if columns else sorted(scenario.jobs, key=lambda j: j.submit)
     n = len(jobs)
     sizes = sim._sizes(core)
     if n > sizes["J"]:
@@ -187,8 +223,8 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
     _check_time_resolution(jobs, spec["submit"], prof["iterations"] * prof["tk"])
     planted = spec["planted"]
     any_planted = bool(planted.any())
-    if derived.random or any_planted:
-        pred_z, drawn = draws.draw_episode(rng, unc, n, sizes["A"])
+    if derived.random or any_planted:  # (at least one attempt drawn: the same numbers for any count)
+        pred_z, drawn = draws.draw_episode(rng, unc, n, max(sizes["A"], 1))
     else:
         pred_z, drawn = _zeros(n), draws.neutral_columns(unc, n, sizes["A"])
     full = prof["iterations"]
@@ -225,7 +261,7 @@ def _check_time_resolution(jobs, submit: np.ndarray, ideal_s: np.ndarray) -> Non
     lost = ~(submit <= MAX_SUBMIT_S) | ((ideal_s > 0) & (submit + ideal_s == submit))
     if lost.any():
         i = int(np.argmax(lost))
-        job = jobs.spec(i) if isinstance(jobs, JobTable) else jobs[i]
+        job = jobs.spec(i) if isinstance(jobs, JobTable | SpecTable) else jobs[i]
         raise ValueError(
             f"job {job.name!r}: submit time {float(submit[i])!r} s is too large for float64 "
             f"seconds to resolve its ideal run of {float(ideal_s[i]):.6g} s (submit + run == "
@@ -233,9 +269,19 @@ def _check_time_resolution(jobs, submit: np.ndarray, ideal_s: np.ndarray) -> Non
         )
 
 
-@lru_cache(maxsize=256)
 def _zeros(n: int) -> np.ndarray:
-    """The noisy predictor's normals when nothing reads them (read-only, built once)."""
+    """The noisy predictor's normals when nothing reads them (read-only; built once per size
+    up to ``draws.CACHED_JOBS`` jobs, where envs load episode after episode, and afresh above,
+    so that a long trace's column is not kept after its run)."""
+    return _zeros_cached(n) if n <= draws.CACHED_JOBS else _zeros_fresh(n)
+
+
+@lru_cache(maxsize=256)
+def _zeros_cached(n: int) -> np.ndarray:
+    return _zeros_fresh(n)
+
+
+def _zeros_fresh(n: int) -> np.ndarray:
     z = np.zeros(n)
     z.setflags(write=False)
     return z
@@ -304,12 +350,18 @@ def _metadata_vectors(jobs, derived: _Derived) -> np.ndarray:
     tokens in Python (about 40 us a job), and workloads repeat their metadata (recurring
     templates, the catalog's models and datasets). Each row depends only on its own record,
     so a memoised row equals a freshly computed one. A JobTable's rows are keyed by what
-    their metadata is made of (model, dataset, user, template), without building JobSpecs."""
+    their metadata is made of (model, dataset, user, template), a SpecTable's by its model,
+    dataset and metadata columns, without building JobSpecs."""
     memo = derived.vectors
-    table = isinstance(jobs, JobTable)
-    if table:
+    table = isinstance(jobs, JobTable | SpecTable)
+    if isinstance(jobs, JobTable):
         cols = (jobs.model, jobs.dataset, jobs.user, jobs.template)
         keys = list(zip(*(c.tolist() for c in cols), strict=True))
+    elif table:
+        read = [k for k in METADATA_KEYS if k in jobs.metadata]  # what job_metadata reads
+        cols = [jobs.model.tolist(), *(_as_list(jobs.metadata[k]) for k in read)]
+        label = ("spec", jobs.dataset, *read)  # never equal to a JobTable's key
+        keys = [(label, *row) for row in zip(*cols, strict=True)]
     else:
         keys = [job_metadata(j) for j in jobs]
     missing = {}  # key -> first job with it
@@ -326,6 +378,11 @@ def _metadata_vectors(jobs, derived: _Derived) -> np.ndarray:
             memo.update(fresh)
     rows = [fresh[key] if key in fresh else memo[key] for key in keys]
     return np.array(rows, dtype=np.float32).reshape(len(keys), -1)
+
+
+def _as_list(column) -> list:
+    """A column (numpy array, pandas array, list) as a list of Python values."""
+    return column.tolist() if hasattr(column, "tolist") else list(column)
 
 
 # --------------------------------------------------------------- trace-driven failures (traces/)

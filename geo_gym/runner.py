@@ -21,7 +21,7 @@ import pandas as pd
 from gymnasium.utils import seeding
 
 from geo_gym import fixed, sim
-from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_columns, episode_summary
+from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_arrays, episode_summary, path_lists
 from geo_gym.loading import start_episode
 from geo_gym.scenarios import Scenario, scenario_factory
 
@@ -38,11 +38,33 @@ class SimResult:
 
 def _result(core: sim.Core, jobs: list, scen: Scenario, extra: dict | None = None,
             schedule: ScheduleLog | None = None) -> SimResult:
-    table = pd.DataFrame(episode_columns(core, 0, jobs, scen.cluster.names))
-    summary = episode_summary(core, 0)
+    return _table(*_collect(core, jobs, scen), extra, schedule)
+
+
+_PATH_COLUMNS = ("path", "gpus_per_region")
+
+
+def _collect(core: sim.Core, jobs: list, scen: Scenario) -> tuple[dict, dict]:
+    """(the per-job columns, the summary) of env 0's finished episode: all the result needs
+    of the core (compact copies: the paths flat, ``env.episode_arrays(paths=False)``), which
+    the caller may then drop before the table is built."""
+    return episode_arrays(core, 0, jobs, scen.cluster.names, paths=False), episode_summary(core, 0)
+
+
+def _table(columns: dict, summary: dict, extra: dict | None = None,
+           schedule: ScheduleLog | None = None) -> SimResult:
+    names = list(columns)
+    flat = {key: columns.pop(key) for key in _PATH_COLUMNS if key in columns}
+    table = pd.DataFrame(columns)
+    columns.clear()  # the table holds copies of the numeric columns: the originals go now
+    if flat:  # the per-job lists only now, beside the table rather than beside its columns too
+        for key, values in path_lists(flat).items():
+            table.insert(names.index(key), key, np.fromiter(values, dtype=object, count=len(table)))
+        del flat
+    jobs = len(table)
     summary["p50_jct_h"] = float(table["jct_h"].quantile(0.5))
     summary["p99_jct_h"] = float(table["jct_h"].quantile(0.99))
-    summary["num_jobs"] = len(jobs)
+    summary["num_jobs"] = jobs
     summary.update(extra or {})
     return SimResult(table, summary, schedule)
 
@@ -88,7 +110,7 @@ def simulate(
         rng, _ = seeding.np_random(seed)
         make = scenario_factory(scenario, env_kwargs.get("start_rule"), **scenario_kwargs)
         core, jobs, scen, _ = start_episode(
-            sim.allocate(1, make(0).cluster.num_regions, 1), 0, make, rng, unc,
+            sim.allocate(1, make(0).cluster.num_regions, 1, attempts=0), 0, make, rng, unc,
             env_kwargs.get("warmup_workloads", 0), env_kwargs.get("warmup_scenario"),
         )
         strict = bool(getattr(policy, "strict", False))
@@ -103,7 +125,9 @@ def simulate(
         if not ok:
             stuck = [jobs[j].name for j in core.pending[0, : core.n_pending[0]]]
             raise Unschedulable(f"policy {policy!r} cannot place jobs {stuck}")
-        return _result(core, jobs, scen, schedule=schedule)
+        columns, summary = _collect(core, jobs, scen)
+        del core  # about 500 B a job that the table no longer needs (a schedule keeps its own reference)
+        return _table(columns, summary, schedule=schedule)
     if window is not None:
         env_kwargs["window"] = window
     # an env that may render keeps the schedule (and draws nothing until asked)

@@ -216,23 +216,29 @@ def load_jobs(c, e, jobs: JobColumns, drawn: draws.DrawnColumns) -> None:
     """Write env e's n jobs (``JobColumns``) and their drawn uncertainty
     (``draws.DrawnColumns``), fill the rows beyond n with each field's ``fill``, and ``reset``.
     One compiled call: ``loading.load`` computes the columns, this writes them. (The fills are
-    passed, not read as globals: numba's disk cache would keep a changed global's old value.)"""
-    _load_jobs(c, e, jobs, _JOB_FILLS, drawn, _DRAWN_FILLS)
+    passed, not read as globals: numba's disk cache would keep a changed global's old value.
+    The core's rows are passed as (destination, source) pairs picked here, not looked up with
+    ``getattr`` on the StructRef inside compiled code: numba 0.68 keeps a reference to the
+    core for every such lookup, so no core that had been loaded was ever freed.)"""
+    n = jobs.submit_s.shape[0]
+    pairs = tuple((getattr(c, name)[e], src) for name, src in zip(_JOB_NAMES, jobs, strict=True))
+    drawn_pairs = tuple((getattr(c, name)[e], src) for name, src in zip(_DRAWN_NAMES, drawn, strict=True))
+    k_max = max(1, int(jobs.k_target.max())) if n else 1
+    _load_jobs(c, e, n, k_max, pairs, _JOB_FILLS, drawn_pairs, _DRAWN_FILLS)
 
 
 @_jit
-def _load_jobs(c, e, jobs, job_fills, drawn, drawn_fills):
-    n = jobs.submit_s.shape[0]
+def _load_jobs(c, e, n, k_max, pairs, job_fills, drawn_pairs, drawn_fills):
     c.n_jobs[e] = n
     i = 0
-    for name in literal_unroll(_JOB_NAMES):
-        _put(getattr(c, name)[e], getattr(jobs, name), job_fills[i])
+    for pair in literal_unroll(pairs):
+        _put(pair[0], pair[1], job_fills[i])
         i += 1
     i = 0
-    for name in literal_unroll(_DRAWN_NAMES):
-        _put(getattr(c, name)[e], getattr(drawn, name), drawn_fills[i])
+    for pair in literal_unroll(drawn_pairs):
+        _put(pair[0], pair[1], drawn_fills[i])
         i += 1
-    c.k_target_max[e] = max(1, jobs.k_target.max()) if n else 1
+    c.k_target_max[e] = k_max
     reset(c, e)
 
 

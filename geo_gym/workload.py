@@ -322,9 +322,142 @@ class JobTable(Sequence):
         return f"JobTable({len(self)} catalog jobs)"
 
 
-def label_columns(jobs: Sequence[JobSpec]) -> dict[str, list[str]]:
+def _item(value):
+    """A numpy scalar as the Python number a JobSpec field holds; anything else as it is."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class SpecTable(Sequence):
+    """A workload of jobs with explicit iteration counts and GPU requests (trace jobs,
+    ``traces.mapping``) held as columns, in submit order. It behaves as the tuple of
+    ``JobSpec`` it stands for (job i built on access, ``spec(i)``, never kept); loading,
+    profiling and the result table read the columns, so a trace of millions of jobs is mapped,
+    loaded and tabulated without one Python object per job.
+
+    Columns (length n): ``name`` (strings), ``model`` (index into ``catalog.MODELS``),
+    ``submit`` (non-decreasing), ``iterations`` (``JobSpec.iterations``), ``max_gpus``,
+    ``fate_fraction`` (NaN: none given), ``end_kind`` (``END_*`` codes); ``dataset``: one
+    ``DatasetSpec`` for every job; ``failure_gpu_hours``: {row: tuple} of the jobs with planted
+    failures (every other job: None); ``metadata``: {key: column}, job i's metadata
+    ``{key: column[i]}``. The batch settings, epochs and ``min_gpus`` are JobSpec's defaults.
+    Every column is checked as JobSpec checks its field (ValueError naming the job)."""
+
+    def __init__(
+        self,
+        name: Sequence[str],
+        model,
+        submit,
+        iterations,
+        max_gpus,
+        dataset: DatasetSpec,
+        fate_fraction=None,
+        end_kind=None,
+        failure_gpu_hours: dict[int, tuple] | None = None,
+        metadata: dict[str, Sequence] | None = None,
+    ):
+        self.model = np.asarray(model, dtype=np.int64)
+        n = self.model.shape[0]
+        self.name = name
+        self.submit = np.asarray(submit, dtype=np.float64)
+        self.iterations = np.asarray(iterations, dtype=np.float64)
+        self.max_gpus = np.asarray(max_gpus, dtype=np.int64)
+        self.dataset = dataset
+        self.fate_fraction = np.full(n, np.nan) if fate_fraction is None else np.asarray(fate_fraction, np.float64)
+        self.end_kind = np.zeros(n, np.int64) if end_kind is None else np.asarray(end_kind, np.int64)
+        self.failure_gpu_hours = dict(failure_gpu_hours or {})
+        self.metadata = dict(metadata or {})
+        for col, values in [("name", name), *((f"metadata[{k!r}]", v) for k, v in self.metadata.items())]:
+            if len(values) != n:
+                raise ValueError(f"SpecTable.{col} has {len(values)} rows, expected {n}")
+        for col in ("submit", "iterations", "max_gpus", "fate_fraction", "end_kind"):
+            if getattr(self, col).shape != (n,):
+                raise ValueError(f"SpecTable.{col} has shape {getattr(self, col).shape}, expected ({n},)")
+        if not ((0 <= self.model) & (self.model < len(catalog.MODELS))).all():
+            raise ValueError(f"SpecTable.model: indexes into catalog.MODELS (0..{len(catalog.MODELS) - 1})")
+        bad = ~(
+            (self.submit >= 0) & (self.submit <= MAX_SUBMIT_S)
+            & (self.iterations > 0) & (self.iterations < np.inf)
+            & (self.max_gpus >= 1)
+            & (np.isnan(self.fate_fraction) | ((self.fate_fraction > 0) & (self.fate_fraction <= 1)))
+            & np.isin(self.end_kind, (END_UNKNOWN, *END_KINDS.values()))
+        )
+        bad[1:] |= self.submit[1:] < self.submit[:-1]
+        for row, hours in self.failure_gpu_hours.items():
+            if not 0 <= row < n:
+                raise ValueError(f"SpecTable.failure_gpu_hours: row {row} is not one of the {n} jobs")
+            self.failure_gpu_hours[row] = tuple(hours)
+        batch = np.array([m.batch_size for m in catalog.MODELS])
+        bad |= batch[self.model] < catalog.DEFAULT_MICRO_BATCH
+        if bad.any():
+            i = int(np.argmax(bad))
+            if i and self.submit[i] < self.submit[i - 1]:
+                raise ValueError(f"SpecTable row {i} (job {self.name[i]!r}): submit times must not decrease")
+            self.spec(i)  # JobSpec's own error
+            raise ValueError(f"SpecTable row {i} (job {self.name[i]!r}): not a valid job")  # not reached
+        for row in self.failure_gpu_hours:
+            self.spec(row)  # checks the planted failures as JobSpec does
+
+    @property
+    def planted(self) -> np.ndarray:
+        """Jobs with trace-driven failures (``failure_gpu_hours`` not None), as a bool column."""
+        out = np.zeros(len(self), dtype=bool)
+        out[list(self.failure_gpu_hours)] = True
+        return out
+
+    def spec(self, i: int) -> JobSpec:
+        """Job i as a ``JobSpec`` (built each time; the table keeps none)."""
+        fate = float(self.fate_fraction[i])
+        kind = int(self.end_kind[i])
+        return JobSpec(
+            name=self.name[i],
+            model=catalog.MODELS[self.model[i]],
+            dataset=self.dataset,
+            submit=float(self.submit[i]),
+            iterations=float(self.iterations[i]),
+            max_gpus=int(self.max_gpus[i]),
+            fate_fraction=None if np.isnan(fate) else fate,
+            end_kind=next((k for k, v in END_KINDS.items() if v == kind), None),
+            failure_gpu_hours=self.failure_gpu_hours.get(i),
+            metadata={key: _item(col[i]) for key, col in self.metadata.items()},
+        )
+
+    def __len__(self) -> int:
+        return self.model.shape[0]
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self.spec(j) for j in range(len(self))[i])
+        i = int(i)
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"job {i} of a SpecTable of {len(self)} jobs")
+        return self.spec(i % len(self))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, SpecTable | JobTable | tuple | list):
+            return len(self) == len(other) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"SpecTable({len(self)} jobs)"
+
+
+def label_columns(jobs: Sequence[JobSpec], arrays: bool = False) -> dict[str, list[str]]:
     """Each job's name, model name and dataset name, as lists (result tables). A ``JobTable``
-    answers without building JobSpecs, with the names its JobSpecs would have."""
+    or ``SpecTable`` answers without building JobSpecs, with the names its JobSpecs would
+    have; with ``arrays``, a SpecTable's columns come as arrays (its own name column, object
+    arrays of the shared model and dataset names), without a Python string per job."""
+    if isinstance(jobs, SpecTable):
+        columns = {
+            "name": jobs.name,
+            "model": _model_names()[jobs.model],
+            "dataset": np.full(len(jobs), jobs.dataset.name, dtype=object),
+        }
+        if arrays:
+            return columns
+        return {key: col.tolist() if hasattr(col, "tolist") else list(col) for key, col in columns.items()}
     if isinstance(jobs, JobTable):
         models = [catalog.MODELS[m].name for m in jobs.model.tolist()]
         rows = zip(models, jobs.user.tolist(), jobs.template.tolist(), strict=True)
@@ -340,12 +473,23 @@ def label_columns(jobs: Sequence[JobSpec]) -> dict[str, list[str]]:
     }
 
 
+@lru_cache(maxsize=1)
+def _model_names() -> np.ndarray:
+    """catalog.MODELS' names as an object array (a model column's names by one lookup)."""
+    return np.array([m.name for m in catalog.MODELS], dtype=object)
+
+
 def spec_columns(jobs: Sequence[JobSpec]) -> dict[str, np.ndarray]:
     """The per-job settings loading needs, as columns: submit, min_gpus, fate_fraction (NaN:
     none given), end_kind (END_* codes; END_UNKNOWN: none given), whole (runs whole
     iterations: no explicit ``iterations``), planted (has trace-driven ``failure_gpu_hours``).
     A ``JobTable`` answers without building JobSpecs (its jobs give no end kind)."""
     n = len(jobs)
+    if isinstance(jobs, SpecTable):  # fresh columns: a long trace's are not kept after its run
+        return {
+            "submit": jobs.submit, "min_gpus": np.ones(n, np.int64), "fate_fraction": jobs.fate_fraction,
+            "end_kind": jobs.end_kind, "whole": np.zeros(n, bool), "planted": jobs.planted,
+        }
     if isinstance(jobs, JobTable):
         return {
             "submit": jobs.submit, "min_gpus": constant(n, 1), "fate_fraction": jobs.fate_fraction,
@@ -415,6 +559,34 @@ def profile_columns(
             "work": work[m], "mb": mb[m], "act": act[m], "iterations": iters, "k_target": target[m],
             "min_gpus": min_g[m], "b_ref": b_ref[m], "t1": iters * t1[m] / iters, "tk": iters * tk[m] / iters,
         }
+    if isinstance(jobs, SpecTable):
+        # one _bounded per (model, request), in the order of each pair's first job (an error
+        # names the same job as the loop below would); the same functions, so the same bits
+        key = jobs.model * (int(jobs.max_gpus.max(initial=0)) + 1) + jobs.max_gpus
+        _, first, row = np.unique(key, return_index=True, return_inverse=True)
+        shared = [None] * first.shape[0]
+        for r in np.argsort(first, kind="stable").tolist():
+            i = int(first[r])
+            shared[r] = _bounded(catalog.MODELS[jobs.model[i]], catalog.DEFAULT_SEQ_LEN, catalog.DEFAULT_MICRO_BATCH,
+                                 int(jobs.max_gpus[i]), 1, gpu, stage_overhead, intra_gbps, memory_model, rule,
+                                 jobs.name[i])
+        iters = jobs.iterations
+        row = row.reshape(-1)
+    else:
+        row, iters, shared = _profile_rows(jobs, gpu, stage_overhead, intra_gbps, memory_model, rule)
+    columns = [np.array(col) for col in zip(*shared, strict=True)] if shared else [np.empty(0)] * 8
+    work, mb, act, t1, target, tk, min_g, b_ref = columns
+    return {
+        "work": work[row], "mb": mb.astype(np.int64)[row], "act": act[row], "iterations": iters,
+        "k_target": target.astype(np.int64)[row], "min_gpus": min_g.astype(np.int64)[row], "b_ref": b_ref[row],
+        # e1 / I and E(k_target) / I, computed as JobProfile's fields are, so that the bits agree
+        "t1": iters * t1[row] / iters, "tk": iters * tk[row] / iters,
+    }
+
+
+def _profile_rows(jobs, gpu, stage_overhead, intra_gbps, memory_model, rule):
+    """(each job's row of ``shared``, iteration counts, ``_bounded``'s tuple per distinct
+    model, batch settings and GPU bounds) of a sequence of JobSpecs."""
     # Per job only its iteration count and a lookup: everything else depends on the model,
     # batch settings and GPU bounds, shared by many jobs (a trace maps 100k jobs to a few
     # size classes). The same functions as ``profile``, so the same bits.
@@ -434,14 +606,7 @@ def profile_columns(
             iters[i] = job.iterations
         else:
             iters[i] = costmodel.num_iterations(job.dataset.samples, job.model.batch_size, job.epochs)
-    columns = [np.array(col) for col in zip(*shared, strict=True)] if shared else [np.empty(0)] * 8
-    work, mb, act, t1, target, tk, min_g, b_ref = columns
-    return {
-        "work": work[row], "mb": mb.astype(np.int64)[row], "act": act[row], "iterations": iters,
-        "k_target": target.astype(np.int64)[row], "min_gpus": min_g.astype(np.int64)[row], "b_ref": b_ref[row],
-        # e1 / I and E(k_target) / I, computed as JobProfile's fields are, so that the bits agree
-        "t1": iters * t1[row] / iters, "tk": iters * tk[row] / iters,
-    }
+    return row, iters, shared
 
 
 def _shared_profile(

@@ -110,7 +110,8 @@ def _run(scen, unc, verdicts):
     core = sim.ensure(sim.allocate(1, scen.cluster.num_regions, 1), **loading.required_sizes(scen, unc))
     loading.load(core, 0, scen, np.random.default_rng(0), unc)
     core.handler_u[0, 0, :] = verdicts[-1]
-    core.handler_u[0, 0, : len(verdicts)] = verdicts
+    # without the handler the core holds one attempt's uniforms, which nothing reads
+    core.handler_u[0, 0, : len(verdicts)] = verdicts[: core.handler_u.shape[2]]
     assert fixed.run_fixed_policy(core, 0, fixed.ORDER_FCFS, RULE_PATHFINDER, 0)
     return core
 

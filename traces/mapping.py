@@ -406,8 +406,9 @@ def map_trace(table: pd.DataFrame, options: MappingOptions | None = None, **kwar
         )
     base = opts.cluster or paper_cluster()
     overhead, gpu, intra = catalog.DEFAULT_STAGE_OVERHEAD_S, base.gpu, base.intra_region_gbps
-    rows = [_map_row(r, opts, gpu, overhead, intra) for r in sub.itertuples(index=False)]
-    jobs_df = pd.DataFrame(rows)
+    columns, model_index = _map_columns(sub, opts, gpu, overhead, intra)
+    jobs_df = pd.DataFrame(columns)
+    del columns
     submit = (sub["submit"].to_numpy() - float(sub["submit"].min())) / opts.compression
     jobs_df.insert(2, "submit", submit)
     # The ideal runs the rules aim at: the executed work on G' GPUs (the start rule's target).
@@ -423,14 +424,152 @@ def map_trace(table: pd.DataFrame, options: MappingOptions | None = None, **kwar
     else:
         scale = 1.0
     cluster = base.scaled(1.0, scale) if scale != 1.0 else base
-    specs = tuple(_job_spec(row, s) for row, s in zip(rows, submit, strict=True))
+    specs = _spec_table(jobs_df, model_index)
     name = f"trace:{Path(source).name}"
     scenario = Scenario(name, cluster, specs, overhead, opts.start_rule, opts.memory_model)
     jobs_df.attrs["source"] = source
     return MappedTrace(scenario, jobs_df, dropped, load, float(scale), source)
 
 
+def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
+                 intra: float) -> tuple[dict, np.ndarray]:
+    """The mapped jobs as columns (those of :func:`_map_row`, the per-job rules, in its order)
+    and each job's index into ``catalog.MODELS``: the rules run once per GPU request and once
+    per final state, then one gather per column, to the same numbers as :func:`_map_row`
+    (tests/test_trace_mapping.py). No Python object per job but the per-job strings the table
+    needs (names); the planted failures' tuples only for the jobs that have them."""
+    n = len(sub)
+    job_id = sub["job_id"].to_numpy(dtype=object)
+    gpus = sub["gpus"].to_numpy(dtype=np.int64)
+    request = np.maximum(gpus, 1)  # CPU-only jobs reach here only with gpu_only=False: 1 GPU
+    # per distinct request, in the order of each one's first job (an error names that job)
+    requests, first, which = np.unique(request, return_index=True, return_inverse=True)
+    which = which.reshape(-1)
+    per_request = [None] * requests.shape[0]
+    for r in np.argsort(first, kind="stable").tolist():
+        g = int(requests[r])
+        try:
+            model = size_class(g, gpu, opts.memory_model)
+            kstar, mem_min, min_gpus, stages = gpu_plan(
+                model, g, gpu, overhead, intra, opts.memory_model, opts.start_rule
+            )
+        except ValueError as err:
+            raise ValueError(f"job {job_id[first[r]]!r}: {err}") from None
+        t_iter = ideal_iteration_time(model, stages, gpu, overhead, intra)
+        per_request[r] = (catalog.MODELS.index(model), model.layers, mem_min, kstar, min_gpus, stages, t_iter)
+    model_i, layers, mem_min, kstar, min_gpus, stages, t_iter = (
+        np.array(col)[which] for col in zip(*per_request, strict=True)
+    )
+    model_i = model_i.astype(np.int64)
+    # per distinct final state
+    state = sub["state"].to_numpy(dtype=object)
+    state_i, states = pd.factorize(state)  # in order of first appearance
+    ratios = [fate_rule(str(st), opts.early_end_fraction, opts.interrupted_fraction) for st in states]
+    executed_ratio = np.array([e for e, _ in ratios])[state_i]
+    configured_ratio = np.array([c for _, c in ratios])[state_i]
+    fate = np.array([e / c for e, c in ratios])[state_i]
+    end_kind = np.array([end_kind_rule(str(st)) for st in states], dtype=object)[state_i]
+    duration = sub["duration"].to_numpy(dtype=np.float64)
+    bad = ~((duration > 0) & np.isfinite(duration) & (t_iter > 0) & np.isfinite(t_iter))
+    if bad.any():
+        i = int(np.argmax(bad))
+        try:
+            calibrated_iterations(float(duration[i]), float(t_iter[i]))
+        except ValueError as err:
+            raise ValueError(f"job {job_id[i]!r}: {err}") from None
+    traced_iters = duration / t_iter  # calibrated_iterations
+    executed = traced_iters * executed_ratio
+    configured = traced_iters * configured_ratio
+    # The ideal run (G' GPUs, one region) executes the traced run in exactly D seconds, so a
+    # failure d_a seconds into an attempt is d_a x G' GPU-hours / 3600 into it.
+    hours = np.full(n, None, dtype=object)
+    if opts.trace_failures:
+        tried = sub["num_attempts"].to_numpy() + (state == "NODE_FAIL") > 0
+        attempts, fail_time = sub["attempts"].to_numpy(dtype=object), sub["fail_time"].to_numpy(dtype=np.float64)
+        for i in np.flatnonzero(tried).tolist():
+            points = failure_points(state[i], attempts[i], float(duration[i]), float(fail_time[i]))
+            hours[i] = tuple(p * int(stages[i]) / 3600.0 for p in points[: opts.max_failures])
+    names = _model_names()
+    columns = {
+        "job_id": job_id,
+        "name": job_id + ("-" + names[model_i]),
+        "state": state,
+        "gpus": gpus,  # the trace's request (0: a CPU-only job)
+        "max_gpus": request,  # JobSpec.max_gpus
+        "model": names[model_i],
+        "layers": layers.astype(np.int64),  # the most stages pure PP can split it into
+        "memory_min": mem_min.astype(np.int64),  # the fewest GPUs it fits on (geo_gym.memory)
+        "kstar": kstar.astype(np.int64),
+        "min_gpus": min_gpus.astype(np.int64),  # the fewest it may start on (the start rule's)
+        "stages": stages.astype(np.int64),  # G': what every rule aims at (request: min(max_gpus, layers))
+        "t_iter_s": t_iter,
+        "duration_s": duration,
+        "executed_iters": executed,
+        "configured_iters": configured,  # JobSpec.iterations
+        "fate_fraction": fate,
+        "end_kind": end_kind,
+        "run_s": executed * t_iter,  # the ideal run of the executed work
+        "failure_gpu_hours": hours,
+        "user": sub["user"].to_numpy(dtype=object),
+        "vc": sub["vc"].to_numpy(dtype=object),
+        "type": sub["type"].to_numpy(dtype=object),
+    }
+    return columns, model_i
+
+
+@lru_cache(maxsize=1)
+def _model_names() -> np.ndarray:
+    return np.array([m.name for m in catalog.MODELS], dtype=object)
+
+
+def _spec_table(jobs: pd.DataFrame, model_index: np.ndarray) -> workload.SpecTable:
+    """The scenario's jobs as columns (``workload.SpecTable``): the JobSpecs :func:`_job_spec`
+    builds, one per row of the mapped table, without building them."""
+    def text(column: str) -> np.ndarray:  # None (and "") -> "", as `row[...] or ""` (strings or None)
+        values = jobs[column].to_numpy(dtype=object)
+        return np.where(pd.isna(values), "", values).astype(object)
+
+    def per_distinct(rule, *columns: np.ndarray) -> np.ndarray:
+        """rule(*row) for each row, computed once per distinct row (shared string objects)."""
+        codes, uniques = zip(*(pd.factorize(c) for c in columns), strict=True)
+        key = np.zeros(len(jobs), dtype=np.int64)
+        for c, u in zip(codes, uniques, strict=True):
+            key = key * len(u) + c
+        distinct, first, which = np.unique(key, return_index=True, return_inverse=True)
+        values = [rule(*(col[i] for col in columns)) for i in first.tolist()]
+        return np.array(values + [None], dtype=object)[:-1][which.reshape(-1)]
+
+    vc, typ = text("vc"), text("type")
+    task = per_distinct(lambda t: (t or "train").lower(), typ)
+    label = per_distinct(lambda v, t, m: " ".join(x for x in (v, t) if x) or m, vc, typ,
+                         jobs["model"].to_numpy(dtype=object))
+    hours = jobs["failure_gpu_hours"].to_numpy(dtype=object)
+    planted = {i: hours[i] for i in np.flatnonzero(pd.notna(hours)).tolist()}
+    return workload.SpecTable(
+        name=jobs["name"].array,
+        model=model_index,
+        submit=jobs["submit"].to_numpy(dtype=np.float64),
+        iterations=jobs["configured_iters"].to_numpy(dtype=np.float64),
+        max_gpus=jobs["max_gpus"].to_numpy(dtype=np.int64),
+        dataset=TRACE_DATASET,
+        fate_fraction=jobs["fate_fraction"].to_numpy(dtype=np.float64),
+        end_kind=np.array([workload.END_KINDS.get(k, workload.END_UNKNOWN) for k in jobs["end_kind"]], np.int64),
+        failure_gpu_hours=planted,
+        metadata={
+            "user": text("user"),
+            "vc": vc,
+            "type": typ,
+            "task": task,
+            "gpus": jobs["max_gpus"].to_numpy(dtype=np.int64),
+            "name": label,
+            "trace_id": jobs["job_id"].array,
+        },
+    )
+
+
 def _map_row(r, opts: MappingOptions, gpu, overhead: float, intra: float) -> dict:
+    """One job by the rules, one call each: the reference that :func:`_map_columns` is tested
+    against (tests/test_trace_mapping.py)."""
     request = max(int(r.gpus), 1)  # CPU-only jobs reach here only with gpu_only=False: 1 GPU
     try:
         model = size_class(request, gpu, opts.memory_model)
@@ -482,6 +621,7 @@ def _map_row(r, opts: MappingOptions, gpu, overhead: float, intra: float) -> dic
 
 
 def _job_spec(row: dict, submit: float) -> JobSpec:
+    """Job ``row`` of :func:`_map_row` as a JobSpec: the reference for :func:`_spec_table`."""
     model = catalog.model_by_name(row["model"])
     return JobSpec(
         name=row["name"],

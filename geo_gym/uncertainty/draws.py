@@ -159,11 +159,27 @@ def draw_episode(rng: np.random.Generator, unc, n_jobs: int, max_attempts: int =
     return pred_z, DrawnColumns(*columns)
 
 
-@lru_cache(maxsize=256)
+# Workloads of at most this many jobs (env episodes, loaded again and again) share their
+# neutral columns; larger ones (a whole trace, loaded once) build them afresh, so that they
+# are not kept after the run (561 B per job at 16 attempts).
+CACHED_JOBS = 1 << 14
+
+
 def neutral_columns(unc, n_jobs: int, max_attempts: int = 16) -> DrawnColumns:
     """The columns with every source switched off: no failure, no noise, a tracker that sees
-    every job exactly when its detection probability is 1. Constants of the configuration,
-    built once per size and shared (read-only)."""
+    every job exactly when its detection probability is 1. Constants of the configuration
+    (read-only), built once per size and shared up to ``CACHED_JOBS`` jobs."""
+    if n_jobs <= CACHED_JOBS:
+        return _neutral_cached(unc, n_jobs, max_attempts)
+    return _neutral(unc, n_jobs, max_attempts)
+
+
+@lru_cache(maxsize=256)
+def _neutral_cached(unc, n_jobs: int, max_attempts: int) -> DrawnColumns:
+    return _neutral(unc, n_jobs, max_attempts)
+
+
+def _neutral(unc, n_jobs: int, max_attempts: int) -> DrawnColumns:
     columns = []
     for source in SOURCES:
         columns += source.columns(None, unc, n_jobs, max_attempts)
