@@ -66,10 +66,10 @@ def collect(teacher, steps: int, num_envs: int, scenario, scenario_kwargs=None, 
     for t in range(rounds - 1, -1, -1):
         ahead = np.where(dones[t], rewards[t], rewards[t] + gamma * ahead)
         returns[t] = ahead
-    keep = all_masks[np.arange(rounds)[:, None], np.arange(num_envs)[None, :], all_actions].ravel()
-    flat = Demonstrations(all_obs.reshape(rounds * num_envs, -1), all_actions.ravel(),
-                          all_masks.reshape(rounds * num_envs, -1), returns.ravel())
-    return Demonstrations(flat.obs[keep], flat.actions[keep], flat.masks[keep], flat.returns[keep])
+    actions = all_actions.ravel()
+    masks = all_masks.reshape(actions.size, -1)
+    keep = masks[np.arange(actions.size), actions]
+    return Demonstrations(all_obs.reshape(actions.size, -1)[keep], actions[keep], masks[keep], returns.ravel()[keep])
 
 
 def clone(model, demos: Demonstrations, epochs: int, batch_size: int = 256, seed: int = 0,

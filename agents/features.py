@@ -38,11 +38,15 @@ class SlotEncoder(BaseFeaturesExtractor):
             nn.Linear(self.slot_size + context_dim, slot_dim), nn.ReLU(), nn.Linear(slot_dim, slot_dim), nn.ReLU()
         )
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def embed(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(context embedding, the slots' raw blocks, their embeddings)."""
         ctx = self.context(obs[:, : self.context_size])
         slots = obs[:, self.context_size :].reshape(obs.shape[0], self.window, self.slot_size)
         ctx_rep = ctx.unsqueeze(1).expand(-1, self.window, -1)
-        emb = self.slot(torch.cat([slots, ctx_rep], dim=-1))
+        return ctx, slots, self.slot(torch.cat([slots, ctx_rep], dim=-1))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        ctx, _, emb = self.embed(obs)
         return torch.cat([ctx, emb.flatten(1)], dim=1)
 
 
@@ -61,10 +65,7 @@ class SlotAttention(SlotEncoder):
         self.present = decision.S_PRESENT  # within a slot's block
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        ctx = self.context(obs[:, : self.context_size])
-        slots = obs[:, self.context_size :].reshape(obs.shape[0], self.window, self.slot_size)
-        ctx_rep = ctx.unsqueeze(1).expand(-1, self.window, -1)
-        emb = self.slot(torch.cat([slots, ctx_rep], dim=-1))
+        ctx, slots, emb = self.embed(obs)
         empty = slots[:, :, self.present] <= 0
         # a queue with no job at all attends over its (empty) slots rather than over nothing
         empty = empty & ~empty.all(dim=1, keepdim=True)

@@ -314,10 +314,16 @@ def train_run(
         previous_path,
     )
 
-    teachers = {**order_rule_policies(), **{n: baselines.make(n) for n in baselines.names()}}
-    if s.bc_teacher != "best" and s.bc_teacher not in teachers:
-        raise RunError(f"--bc-teacher {s.bc_teacher!r}: not a policy; use best, an <order>+<rule> policy "
-                       f"({', '.join(list(order_rule_policies())[:2])}, ...) or a baseline ({', '.join(baselines.names())})")
+    named_teacher = None
+    if s.bc_teacher != "best":
+        combos = order_rule_policies()
+        if s.bc_teacher in combos:
+            named_teacher = combos[s.bc_teacher]
+        elif s.bc_teacher in baselines.names():
+            named_teacher = baselines.make(s.bc_teacher)
+        else:
+            raise RunError(f"--bc-teacher {s.bc_teacher!r}: not a policy; use best, an <order>+<rule> policy "
+                           f"({', '.join(list(combos)[:2])}, ...) or a baseline ({', '.join(baselines.names())})")
     run = Path(run)
     run.mkdir(parents=True, exist_ok=True)
     last = run / "last.zip"
@@ -367,8 +373,7 @@ def train_run(
     best_policy = order_rule_policies()[best]
     cloned = s.bc_steps > 0 and not resume
     if cloned:
-        teacher = best_policy if s.bc_teacher == "best" else teachers[s.bc_teacher]
-        behaviour_clone(model, teacher, s, w, env_kwargs, run, log)
+        behaviour_clone(model, named_teacher or best_policy, s, w, env_kwargs, run, log)
     compare = CompareToBaceCallback(s.eval_every, *w.curve, w.held_out_kwargs, env_kwargs,
                                     best_fixed=(best, best_policy), cost_weight=s.cost_weight, at_start=cloned)
     saved = None if on_checkpoint is None else (lambda path, steps: on_checkpoint(path, steps, list(compare.history)))
