@@ -191,6 +191,36 @@ def _best_neighbour(bw, v, free, in_path):
 
 
 @_inline
+def _pathfinder_phase1(free, prices, k_star, out_path, out_alloc):
+    """Alg. 1, lines 1-4: all K* in the cheapest region with that many free GPUs (ties to the
+    lower index). Clears ``out_path`` / ``out_alloc``; True when it placed the job."""
+    _fill(out_path, -1)
+    _fill(out_alloc, 0)
+    best_r = -1
+    for r in range(free.shape[0]):
+        if free[r] >= k_star and (best_r < 0 or prices[r] < prices[best_r]):
+            best_r = r
+    if best_r < 0:
+        return False
+    out_path[0] = best_r
+    out_alloc[best_r] = k_star
+    return True
+
+
+@_inline
+def insertion_sort(row, m):
+    """``row[:m]`` sorted ascending in place: a few entries (a path's regions, a region's
+    reserved links), where an insertion sort beats any call."""
+    for i in range(1, m):
+        x = row[i]
+        q = i - 1
+        while q >= 0 and row[q] > x:
+            row[q + 1] = row[q]
+            q -= 1
+        row[q + 1] = x
+
+
+@_inline
 def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws):
     """Alg. 1 exactly as printed, with free GPUs in place of G_r.
 
@@ -202,16 +232,7 @@ def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_
     ``ws`` is (4, K) int64 scratch space, so the kernel allocates nothing.
     """
     k = free.shape[0]
-    _fill(out_path, -1)
-    _fill(out_alloc, 0)
-    # Phase 1 (lines 1-4)
-    best_r = -1
-    for r in range(k):
-        if free[r] >= k_star and (best_r < 0 or prices[r] < prices[best_r]):
-            best_r = r
-    if best_r >= 0:
-        out_path[0] = best_r
-        out_alloc[best_r] = k_star
+    if _pathfinder_phase1(free, prices, k_star, out_path, out_alloc):
         return k_star, 1
     # Phase 2 (lines 5-23)
     g_max = 0
@@ -318,16 +339,7 @@ def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocato
     scratch rows are cleared, and the average price sums the path's regions in index order
     (the other regions' terms are 0 x price = +0.0, which add nothing)."""
     k = free.shape[0]
-    _fill(out_path, -1)
-    _fill(out_alloc, 0)
-    # Phase 1 (lines 1-4)
-    best_r = -1
-    for r in range(k):
-        if free[r] >= k_star and (best_r < 0 or prices[r] < prices[best_r]):
-            best_r = r
-    if best_r >= 0:
-        out_path[0] = best_r
-        out_alloc[best_r] = k_star
+    if _pathfinder_phase1(free, prices, k_star, out_path, out_alloc):
         return k_star, 1
     # Phase 2 (lines 5-23)
     g_max = 0
@@ -371,13 +383,8 @@ def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocato
                 placed = _cost_min_on_path(path, n, g, free, prices, alloc, order)
             else:
                 placed = _uniform_on_path(path, n, g, free, alloc)
-            for i in range(n):  # the path's regions in index order: as summing over all regions
-                x = path[i]
-                q = i - 1
-                while q >= 0 and order[q] > x:
-                    order[q + 1] = order[q]
-                    q -= 1
-                order[q + 1] = x
+            order[:n] = path[:n]  # the path's regions in index order: as summing over all regions
+            insertion_sort(order, n)
             c_avg = 0.0
             for i in range(n):
                 c_avg += alloc[order[i]] * prices[order[i]]

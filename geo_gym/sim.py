@@ -49,7 +49,7 @@ from numba.experimental import structref
 
 from geo_gym import state
 from geo_gym.costmodel import min_bandwidth_nb, pipeline_iteration_time_nb, t_comp_nb
-from geo_gym.placement import FEASIBLE, apply_rule, apply_rule_kept, check_kernel
+from geo_gym.placement import FEASIBLE, apply_rule, apply_rule_kept, check_kernel, insertion_sort
 from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.uncertainty import draws
 from geo_gym.uncertainty.failures import checkpoint_rollback, time_to_failure
@@ -393,13 +393,7 @@ def alpha_kept(c, e):
         if m == 0:
             continue
         row = cols[u]
-        for i in range(1, m):  # insertion sort: a region is on the paths of a few jobs
-            x = row[i]
-            q = i - 1
-            while q >= 0 and row[q] > x:
-                row[q + 1] = row[q]
-                q -= 1
-            row[q + 1] = x
+        insertion_sort(row, m)  # a region is on the paths of a few jobs
         for i in range(m):
             used += resv[u, row[i]]
     total = c.bandwidth_total_gbps[e]

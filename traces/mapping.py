@@ -447,15 +447,8 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
     which = which.reshape(-1)
     per_request = [None] * requests.shape[0]
     for r in np.argsort(first, kind="stable").tolist():
-        g = int(requests[r])
-        try:
-            model = size_class(g, gpu, opts.memory_model)
-            kstar, mem_min, min_gpus, stages = gpu_plan(
-                model, g, gpu, overhead, intra, opts.memory_model, opts.start_rule
-            )
-        except ValueError as err:
-            raise ValueError(f"job {job_id[first[r]]!r}: {err}") from None
-        t_iter = ideal_iteration_time(model, stages, gpu, overhead, intra)
+        model, kstar, mem_min, min_gpus, stages, t_iter = _request_plan(
+            int(requests[r]), job_id[first[r]], opts, gpu, overhead, intra)
         per_request[r] = (catalog.MODELS.index(model), model.layers, mem_min, kstar, min_gpus, stages, t_iter)
     model_i, layers, mem_min, kstar, min_gpus, stages, t_iter = (
         np.array(col)[which] for col in zip(*per_request, strict=True)
@@ -567,19 +560,25 @@ def _spec_table(jobs: pd.DataFrame, model_index: np.ndarray) -> workload.SpecTab
     )
 
 
-def _map_row(r, opts: MappingOptions, gpu, overhead: float, intra: float) -> dict:
-    """One job by the rules, one call each: the reference that :func:`_map_columns` is tested
-    against (tests/test_trace_mapping.py)."""
-    request = max(int(r.gpus), 1)  # CPU-only jobs reach here only with gpu_only=False: 1 GPU
+def _request_plan(request: int, job_id, opts: MappingOptions, gpu, overhead: float, intra: float) -> tuple:
+    """What a GPU request maps to: (model, K*, memory minimum, min GPUs, stages G', ideal
+    iteration time); G' under the start rule: request -> min(request, layers), others ->
+    min(request, K*). An error names ``job_id``."""
     try:
         model = size_class(request, gpu, opts.memory_model)
-        # G' under the start rule: request -> min(request, layers); others -> min(request, K*)
         kstar, mem_min, min_gpus, stages = gpu_plan(
             model, request, gpu, overhead, intra, opts.memory_model, opts.start_rule
         )
     except ValueError as err:
-        raise ValueError(f"job {r.job_id!r}: {err}") from None
-    t_iter = ideal_iteration_time(model, stages, gpu, overhead, intra)
+        raise ValueError(f"job {job_id!r}: {err}") from None
+    return model, kstar, mem_min, min_gpus, stages, ideal_iteration_time(model, stages, gpu, overhead, intra)
+
+
+def _map_row(r, opts: MappingOptions, gpu, overhead: float, intra: float) -> dict:
+    """One job by the rules, one call each: the reference that :func:`_map_columns` is tested
+    against (tests/test_trace_mapping.py)."""
+    request = max(int(r.gpus), 1)  # CPU-only jobs reach here only with gpu_only=False: 1 GPU
+    model, kstar, mem_min, min_gpus, stages, t_iter = _request_plan(request, r.job_id, opts, gpu, overhead, intra)
     executed_ratio, configured_ratio = fate_rule(r.state, opts.early_end_fraction, opts.interrupted_fraction)
     duration = float(r.duration)
     try:
