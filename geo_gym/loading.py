@@ -17,7 +17,7 @@ import numpy as np
 
 from geo_gym import sim
 from geo_gym.scenarios import Scenario
-from geo_gym.sim import FALLBACK_STORE_MEAN, FALLBACK_USER, PRED_RETRIEVAL, Core
+from geo_gym.sim import FALLBACK_STORE_MEAN, FALLBACK_USER, PRED_RETRIEVAL, PRED_STATIC, Core
 from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.uncertainty import UncertaintyConfig, draws
 from geo_gym.uncertainty.metadata import JobMetadata
@@ -83,9 +83,7 @@ def start_episode(
         # Env cores keep theirs: their observation layout depends on it (load() raises).
         core = sim.allocate(1, k, 1, attempts=0)
     core = sim.ensure(core, len(scen.jobs), **_sizes(scen, unc, derived))
-    jobs = _load(core, e, scen, rng, unc, derived, history)
-    n = len(jobs)
-    scale = float((core.full_iters[e, :n] * core.t_iter_target_s[e, :n]).sum() / SECONDS_PER_HOUR)
+    jobs, scale = _load(core, e, scen, rng, unc, derived, history)
     return core, jobs, scen, scale
 
 
@@ -115,7 +113,7 @@ class _Derived(NamedTuple):
     predictor: object  # its stateless ``predict``; the retrieval history lives in the core
     retrieval: bool  # a RetrievalPredictor: predictions are made in the core
     random: bool  # some source reads ``draws.draw_episode``'s numbers (planted failures aside)
-    settings: tuple  # sim.load_settings' arguments after (core, e)
+    settings: sim.Settings  # the core's settings fields
     sizes: dict  # required_sizes' part that does not depend on the workload (see _sizes)
     vectors: dict  # retrieval: memoised metadata vectors, see _metadata_vectors
 
@@ -137,10 +135,11 @@ def _derived(unc: UncertaintyConfig) -> _Derived:
         pred,
         retrieval,
         draws.reads_draws(unc),
-        (
-            unc.failure_rate_per_gpu_hour, unc.checkpoint_interval_hours, unc.gpus_per_failure,
-            unc.handler, *unc.handler_operating_point(), unc.diagnosis_delay_hours,
-            unc.manual_delay_hours, unc.application_failure_share,
+        sim.Settings(
+            float(unc.failure_rate_per_gpu_hour), float(unc.checkpoint_interval_hours), int(unc.gpus_per_failure),
+            bool(unc.handler), *(float(x) for x in unc.handler_operating_point()), float(unc.diagnosis_delay_hours),
+            float(unc.manual_delay_hours), float(unc.application_failure_share),
+            PRED_RETRIEVAL if retrieval else PRED_STATIC,
         ),
         sizes,
         {},
@@ -188,10 +187,12 @@ def load(
         specs = tuple(spec for spec, _ in history)
         executed = np.array([float(value) for _, value in history])
         history = [_History(specs, executed, np.array([profile(spec).iterations for spec in specs]))]
-    return _load(core, e, scenario, rng, unc, _derived(unc), history)
+    return _load(core, e, scenario, rng, unc, _derived(unc), history)[0]
 
 
-def _load(core, e, scenario, rng, unc, derived, history) -> list:
+def _load(core, e, scenario, rng, unc, derived, history) -> tuple[list, float]:
+    """``load``, returning (the jobs, the episode's reward scale: the hours of its configured
+    work, each job on its k_target GPUs in one region)."""
     cl = scenario.cluster
     k = cl.num_regions
     if core.cap.shape[1] != k:
@@ -203,12 +204,6 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
     sizes = sim._sizes(core)
     if n > sizes["J"]:
         raise ValueError(f"scenario has {n} jobs, more than max_jobs={sizes['J']}")
-    core.cap[e] = cl.capacities
-    core.price[e] = cl.prices
-    core.bandwidth_gbps[e] = cl.bandwidth
-    core.intra_gbps[e] = cl.intra_region_gbps
-    core.gpu_kw[e] = cl.gpu.power_kw
-    core.stage_overhead_s[e] = scenario.stage_overhead
     prof = profile_columns(
         jobs, cl.gpu, scenario.stage_overhead, cl.intra_region_gbps, scenario.memory_model, scenario.start_rule
     )
@@ -230,10 +225,15 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
     full = prof["iterations"]
     iters = _apply_fates(*_fate_draws(rng, n), spec["fate_fraction"], spec["whole"], full, unc.early_end_rate)
     pred_iters = _load_uncertainty(core, e, jobs, derived, pred_z, history, iters, full)
+    settings = derived.settings
     if any_planted:
-        drawn = drawn._replace(failure_draws=_plant_failures(core, e, jobs, planted, drawn.failure_draws))
-    sim.load_jobs(
+        failure_draws, rate = _plant_failures(jobs, planted, drawn.failure_draws, settings.failure_rate_per_gpu_h)
+        drawn, settings = drawn._replace(failure_draws=failure_draws), settings._replace(failure_rate_per_gpu_h=rate)
+    sim.load_episode(
         core, e,
+        sim.ClusterColumns(cl.capacities, cl.prices, cl.bandwidth, float(cl.intra_region_gbps), float(cl.gpu.power_kw),
+                           float(scenario.stage_overhead)),
+        settings,
         sim.JobColumns(
             submit_s=spec["submit"], work_s=prof["work"], microbatches=prof["mb"], full_iters=full,
             iters=iters, end_kind=spec["end_kind"], activation_gbit=prof["act"], k_target=prof["k_target"],
@@ -242,7 +242,7 @@ def _load(core, e, scenario, rng, unc, derived, history) -> list:
         ),
         drawn,
     )
-    return jobs
+    return jobs, float((full * prof["tk"]).sum() / SECONDS_PER_HOUR)
 
 
 def _check_time_resolution(jobs, submit: np.ndarray, ideal_s: np.ndarray) -> None:
@@ -313,15 +313,15 @@ def _apply_fates(u, frac, given, whole, full, early_end_rate):
 
 
 def _load_uncertainty(core, e, jobs, derived: _Derived, pred_z, history, iters, full) -> np.ndarray:
-    """Write env e's predictor and failure settings (and the retrieval store, pre-filled by
-    ``history``); returns the static predictions (zeros under retrieval, which predicts in
-    the core when a job is submitted). ``iters``: what each job runs; ``full``: configured."""
+    """Write env e's retrieval predictor and its store, pre-filled by ``history`` (the core's
+    other settings are written with the jobs); returns the static predictions (zeros under
+    retrieval, which predicts in the core when a job is submitted). ``iters``: what each job
+    runs; ``full``: configured."""
     n = len(jobs)
     pred = derived.predictor
-    sim.load_settings(core, e, *derived.settings)
     pred_iters = np.zeros(n)
     if derived.retrieval:
-        core.predictor_mode[e] = PRED_RETRIEVAL
+        core.n_store[e] = 0
         core.retrieval_k[e] = pred.k
         core.retrieval_threshold[e] = pred.threshold
         core.retrieval_records_actual[e] = pred.record == "actual"
@@ -386,21 +386,17 @@ def _as_list(column) -> list:
 
 
 # --------------------------------------------------------------- trace-driven failures (traces/)
-def _plant_failures(core, e, jobs, planted: np.ndarray, fail_e: np.ndarray) -> np.ndarray:
-    """``fail_e`` (the drawn unit exponentials, (n, attempts)) with ``JobSpec.failure_gpu_hours``
-    (trace-driven infrastructure failures) written over them. The core fails attempt a of job
-    j after ``fail_e[j, a] / (rate x g)`` hours on g GPUs (``sim.place``), so a failure X
-    GPU-hours into an attempt is ``fail_e = X x rate``; the job's later attempts never fail.
-    When the random process is off (rate 0) a nominal rate of 1 switches the core's failure
-    check on, and every other job gets no failure."""
-    if not planted.any():
-        return fail_e
+def _plant_failures(jobs, planted: np.ndarray, fail_e: np.ndarray, rate: float) -> tuple[np.ndarray, float]:
+    """(``fail_e`` (the drawn unit exponentials, (n, attempts)) with ``JobSpec.failure_gpu_hours``
+    (trace-driven infrastructure failures) written over them, the failure rate to load). The
+    core fails attempt a of job j after ``fail_e[j, a] / (rate x g)`` hours on g GPUs
+    (``sim.place``), so a failure X GPU-hours into an attempt is ``fail_e = X x rate``; the
+    job's later attempts never fail. When the random process is off (rate 0) a nominal rate
+    of 1 switches the core's failure check on, and every other job gets no failure."""
     fail_e = fail_e.copy()
     a = fail_e.shape[1]
-    rate = float(core.failure_rate_per_gpu_h[e])
     if rate <= 0.0:
         rate = 1.0
-        core.failure_rate_per_gpu_h[e] = rate
         fail_e[:] = np.inf
     for i in np.flatnonzero(planted):
         job = jobs[i]
@@ -412,4 +408,4 @@ def _plant_failures(core, e, jobs, planted: np.ndarray, fail_e: np.ndarray) -> n
             )
         fail_e[i] = np.inf
         fail_e[i, : len(hours)] = np.asarray(hours, dtype=np.float64) * rate
-    return fail_e
+    return fail_e, rate

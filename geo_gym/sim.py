@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
-from numba import literal_unroll, types
+from numba import types
 from numba.experimental import structref
 
 from geo_gym import state
@@ -133,6 +133,9 @@ def _sizes(core: Core) -> dict[str, int]:
 
 def ensure(core: Core, max_jobs: int = 0, attempts: int = 0, store: int = 0, dim: int = 0) -> Core:
     """``core`` if it is large enough, else a larger copy with the same state."""
+    if (max_jobs <= core.submit_s.shape[1] and attempts <= core.failure_draws.shape[2]
+            and store <= core.store_vals.shape[1] and dim <= core.store_vecs.shape[1]):
+        return core  # (every env reset asks)
     old = _sizes(core)
     want = {"J": max_jobs, "A": attempts, "S": store, "D": dim}
     new_sizes = {x: max(old[x], want[x]) for x in old}
@@ -204,62 +207,129 @@ def _put(dst, src, empty):
 JobColumns = NamedTuple("JobColumns", [(f.name, np.ndarray) for f in state.LOADED])
 JobColumns.__doc__ = """An episode's jobs as the core's per-job columns (length n, in submit order),
 one per ``geo_gym.state.LOADED`` field of the same name; ``loading`` computes them."""
-_JOB_NAMES = tuple(JobColumns._fields)
-# The fills as one float64 array each (cast to each field's dtype when written): one argument
-# is cheaper to pass into compiled code than a tuple of Python numbers.
-_JOB_FILLS = np.array([float(f.fill) for f in state.LOADED])
-_DRAWN_FILLS = np.array([float(f.fill) for f in draws.FIELDS])
-_DRAWN_NAMES = draws.NAMES
 
 
-def load_jobs(c, e, jobs: JobColumns, drawn: draws.DrawnColumns) -> None:
-    """Write env e's n jobs (``JobColumns``) and their drawn uncertainty
-    (``draws.DrawnColumns``), fill the rows beyond n with each field's ``fill``, and ``reset``.
-    One compiled call: ``loading.load`` computes the columns, this writes them. (The fills are
-    passed, not read as globals: numba's disk cache would keep a changed global's old value.
-    The core's rows are passed as (destination, source) pairs picked here, not looked up with
-    ``getattr`` on the StructRef inside compiled code: numba 0.68 keeps a reference to the
-    core for every such lookup, so no core that had been loaded was ever freed.)"""
-    n = jobs.submit_s.shape[0]
-    pairs = tuple((getattr(c, name)[e], src) for name, src in zip(_JOB_NAMES, jobs, strict=True))
-    drawn_pairs = tuple((getattr(c, name)[e], src) for name, src in zip(_DRAWN_NAMES, drawn, strict=True))
-    k_max = max(1, int(jobs.k_target.max())) if n else 1
-    _load_jobs(c, e, n, k_max, pairs, _JOB_FILLS, drawn_pairs, _DRAWN_FILLS)
+class ClusterColumns(NamedTuple):
+    """An episode's cluster, as the core's fields of the same names."""
+
+    cap: np.ndarray
+    price: np.ndarray
+    bandwidth_gbps: np.ndarray
+    intra_gbps: float
+    gpu_kw: float
+    stage_overhead_s: float
+
+
+class Settings(NamedTuple):
+    """An episode's failure, failure-handler and predictor settings, as the core's fields of
+    the same names (``loading._derived`` builds them once per uncertainty configuration)."""
+
+    failure_rate_per_gpu_h: float
+    checkpoint_h: float
+    gpus_per_failure: int
+    handler_on: bool
+    handler_tpr: float
+    handler_fpr: float
+    diagnosis_h: float
+    manual_h: float
+    app_failure_share: float
+    predictor_mode: int  # PRED_RETRIEVAL: loading has filled the retrieval fields and store first
+
+
+# load_episode's scalars travel in one float64 array (a tuple or NamedTuple of them costs numba's
+# dispatcher about 0.1 us per item, a third of a small episode's load): the Settings' fields
+# (exact as float64: flags, small counts), then the cluster's three scalars.
+_N_SETTINGS = len(Settings._fields)
+# The loaded columns in the order _load_episode writes them (its fills[i] is that of _LOADED[i]).
+_LOADED = (
+    "submit_s", "work_s", "microbatches", "full_iters", "iters", "end_kind", "activation_gbit", "k_target",
+    "min_gpus", "b_target_gbps", "t_iter_1gpu_s", "t_iter_target_s", "pred_iters",
+    "failure_draws", "repair_h", "handler_u", "end_kind_u", "tracker_sees", "tracker_frac_noise", "tracker_step_noise",
+)
+_FILL_OF = {f.name: f.fill for f in state.LOADED + draws.FIELDS}
+if sorted(_LOADED) != sorted(_FILL_OF):  # a column added to state.py or draws.py must be written here too
+    raise ImportError(f"sim._load_episode writes {sorted(_LOADED)}, the loaded fields are {sorted(_FILL_OF)}")
+# Each column's value in the rows beyond the episode's jobs. Passed in, not read as globals:
+# numba's disk cache would keep a changed fill's old value (they are declared in other files).
+_FILLS = np.array([float(_FILL_OF[name]) for name in _LOADED])
+_FILLS.setflags(write=False)
+
+
+def load_episode(c, e, cluster: ClusterColumns, settings: Settings, jobs: JobColumns,
+                 drawn: draws.DrawnColumns) -> None:
+    """Write env e's cluster, settings, n jobs (``JobColumns``) and their drawn uncertainty
+    (``draws.DrawnColumns``), fill the rows beyond n with each field's ``fill``, and ``reset``:
+    one compiled call per episode (``loading`` computes the columns)."""
+    scalars = np.array((*settings, cluster.intra_gbps, cluster.gpu_kw, cluster.stage_overhead_s), np.float64)
+    _load_episode(
+        c, e, cluster.cap, cluster.price, cluster.bandwidth_gbps, scalars, _FILLS,
+        jobs.submit_s, jobs.work_s, jobs.microbatches, jobs.full_iters, jobs.iters, jobs.end_kind,
+        jobs.activation_gbit, jobs.k_target, jobs.min_gpus, jobs.b_target_gbps, jobs.t_iter_1gpu_s,
+        jobs.t_iter_target_s, jobs.pred_iters,
+        drawn.failure_draws, drawn.repair_h, drawn.handler_u, drawn.end_kind_u, drawn.tracker_sees,
+        drawn.tracker_frac_noise, drawn.tracker_step_noise,
+    )
 
 
 @_jit
-def _load_jobs(c, e, n, k_max, pairs, job_fills, drawn_pairs, drawn_fills):
+def _load_episode(
+    c, e, cap, price, bandwidth_gbps, scalars, fills,
+    submit_s, work_s, microbatches, full_iters, iters, end_kind, activation_gbit, k_target, min_gpus,
+    b_target_gbps, t_iter_1gpu_s, t_iter_target_s, pred_iters,
+    failure_draws, repair_h, handler_u, end_kind_u, tracker_sees, tracker_frac_noise, tracker_step_noise,
+):
+    # Every field by name (tests/test_loading.py checks that none is missed). Not getattr with
+    # literal names: numba 0.68 keeps a reference to the core for every such lookup, so no
+    # core that had been loaded was ever freed.
+    c.cap[e] = cap
+    c.price[e] = price
+    c.bandwidth_gbps[e] = bandwidth_gbps
+    c.failure_rate_per_gpu_h[e] = scalars[0]
+    c.checkpoint_h[e] = scalars[1]
+    c.gpus_per_failure[e] = np.int64(scalars[2])
+    c.handler_on[e] = scalars[3] != 0.0
+    c.handler_tpr[e] = scalars[4]
+    c.handler_fpr[e] = scalars[5]
+    c.diagnosis_h[e] = scalars[6]
+    c.manual_h[e] = scalars[7]
+    c.app_failure_share[e] = scalars[8]
+    mode = np.int64(scalars[9])
+    c.predictor_mode[e] = mode
+    c.intra_gbps[e] = scalars[_N_SETTINGS]
+    c.gpu_kw[e] = scalars[_N_SETTINGS + 1]
+    c.stage_overhead_s[e] = scalars[_N_SETTINGS + 2]
+    c.pred_hit[e] = False
+    if mode != PRED_RETRIEVAL:
+        # The store's rows are left as they are: only the first n_store are ever read, and
+        # clearing a store of thousands of rows took longer than the rest of a load.
+        c.n_store[e] = 0
+    n = submit_s.shape[0]
     c.n_jobs[e] = n
-    i = 0
-    for pair in literal_unroll(pairs):
-        _put(pair[0], pair[1], job_fills[i])
-        i += 1
-    i = 0
-    for pair in literal_unroll(drawn_pairs):
-        _put(pair[0], pair[1], drawn_fills[i])
-        i += 1
+    _put(c.submit_s[e], submit_s, fills[0])
+    _put(c.work_s[e], work_s, fills[1])
+    _put(c.microbatches[e], microbatches, fills[2])
+    _put(c.full_iters[e], full_iters, fills[3])
+    _put(c.iters[e], iters, fills[4])
+    _put(c.end_kind[e], end_kind, fills[5])
+    _put(c.activation_gbit[e], activation_gbit, fills[6])
+    _put(c.k_target[e], k_target, fills[7])
+    _put(c.min_gpus[e], min_gpus, fills[8])
+    _put(c.b_target_gbps[e], b_target_gbps, fills[9])
+    _put(c.t_iter_1gpu_s[e], t_iter_1gpu_s, fills[10])
+    _put(c.t_iter_target_s[e], t_iter_target_s, fills[11])
+    _put(c.pred_iters[e], pred_iters, fills[12])
+    _put(c.failure_draws[e], failure_draws, fills[13])
+    _put(c.repair_h[e], repair_h, fills[14])
+    _put(c.handler_u[e], handler_u, fills[15])
+    _put(c.end_kind_u[e], end_kind_u, fills[16])
+    _put(c.tracker_sees[e], tracker_sees, fills[17] != 0.0)
+    _put(c.tracker_frac_noise[e], tracker_frac_noise, fills[18])
+    _put(c.tracker_step_noise[e], tracker_step_noise, fills[19])
+    k_max = 1
+    for j in range(n):
+        k_max = max(k_max, k_target[j])
     c.k_target_max[e] = k_max
     reset(c, e)
-
-
-@_jit
-def load_settings(c, e, fail_rate, ckpt_h, gpus_per_failure, handler_on, tpr, fpr, diag_h, manual_h, app_share):
-    """Write env e's failure and failure-handler settings, and clear its predictor to the
-    static mode with an empty retrieval store (``loading`` sets retrieval up after this).
-    The store's rows are left as they are: only the first ``n_store`` are ever read, and
-    clearing a store of thousands of rows took longer than the rest of a load."""
-    c.failure_rate_per_gpu_h[e] = fail_rate
-    c.checkpoint_h[e] = ckpt_h
-    c.gpus_per_failure[e] = gpus_per_failure
-    c.handler_on[e] = handler_on
-    c.handler_tpr[e] = tpr
-    c.handler_fpr[e] = fpr
-    c.diagnosis_h[e] = diag_h
-    c.manual_h[e] = manual_h
-    c.app_failure_share[e] = app_share
-    c.predictor_mode[e] = PRED_STATIC
-    c.pred_hit[e] = False
-    c.n_store[e] = 0
 
 
 @_jit

@@ -32,7 +32,7 @@ class Field(NamedTuple):
     fill: object = None
 
 
-# Set when an episode is loaded (``sim.load_jobs``, ``sim.load_settings``), read-only after.
+# Set when an episode is loaded (``sim.load_episode``), read-only after.
 STATIC: tuple[Field, ...] = (
     # the cluster
     Field("cap", "K", np.int64, "GPUs of each region (Eq. 5's G_r)"),
@@ -142,7 +142,7 @@ DYNAMIC: tuple[Field, ...] = (
 
 FIELDS: tuple[Field, ...] = STATIC + DYNAMIC
 NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
-# The per-job columns loading computes and ``sim.load_jobs`` writes (``sim.JobColumns``).
+# The per-job columns loading computes and ``sim.load_episode`` writes (``sim.JobColumns``).
 LOADED: tuple[Field, ...] = tuple(f for f in FIELDS if f.fill is not None)
 
 

@@ -173,3 +173,41 @@ def test_recurring_jobs_follow_the_per_job_generator_stream(seed):
         assert job.dataset == catalog.PAPER_DATASETS[int(t_data[t])]
         assert (job.fate_fraction, job.epochs) == (fate, epochs)
         assert job.metadata == {"user": f"user{t // 3}", "name": f"template{t}"}
+
+
+def test_load_episode_writes_every_loaded_column_and_setting():
+    """sim.load_episode writes each field by name: every column of state.LOADED and
+    draws.FIELDS (its rows beyond the episode's jobs get the field's fill), the cluster and
+    the settings, so that a field added to either file cannot go unwritten."""
+    from geo_gym import state
+    from geo_gym.uncertainty import draws
+
+    n, attempts, k = 3, 2, 4
+    core = sim.allocate(2, k, 5, attempts=attempts)
+    rng = np.random.default_rng(1)
+
+    def column(field):
+        shape = (n, attempts) if field.shape == "JA" else (n,)
+        if field.dtype == np.bool_:
+            return rng.random(shape) < 0.5
+        if np.issubdtype(field.dtype, np.integer):
+            return rng.integers(1, 9, shape).astype(field.dtype)
+        return rng.random(shape) + 1.0
+
+    jobs = sim.JobColumns(*(column(f) for f in state.LOADED))
+    drawn = draws.DrawnColumns(*(column(f) for f in draws.FIELDS))
+    cluster = sim.ClusterColumns(
+        np.array([3, 5, 7, 9]), rng.random(k), rng.random((k, k)), 17.0, 0.25, 0.125
+    )
+    settings = sim.Settings(0.5, 2.0, 3, True, 0.75, 0.125, 1.5, 4.5, 0.375, sim.PRED_STATIC)
+    sim.load_episode(core, 1, cluster, settings, jobs, drawn)
+    for field, values in zip(state.LOADED + draws.FIELDS, (*jobs, *drawn), strict=True):
+        row = getattr(core, field.name)[1]
+        assert np.array_equal(row[:n], values), field.name
+        assert (row[n:] == field.fill).all(), field.name
+        assert not getattr(core, field.name)[0].any(), field.name  # env 0 untouched
+    for name in ("cap", "price", "bandwidth_gbps", "intra_gbps", "gpu_kw", "stage_overhead_s"):
+        assert np.array_equal(getattr(core, name)[1], getattr(cluster, name)), name
+    for name in sim.Settings._fields:
+        assert getattr(core, name)[1] == getattr(settings, name), name
+    assert core.n_jobs[1] == n and core.k_target_max[1] == max(1, int(jobs.k_target.max()))

@@ -152,7 +152,7 @@ def test_result_table_from_arrays_equals_the_lists(unc):
 
 
 def test_a_loaded_core_is_freed():
-    """sim.load_jobs keeps no reference to the core (numba's getattr on a StructRef did: every
+    """sim.load_episode keeps no reference to the core (numba's getattr on a StructRef did: every
     core geo_gym.simulate loaded stayed in memory), so a run's core goes with its last name."""
     import gc
     import weakref

@@ -10,8 +10,9 @@ never shifts the numbers of another source.
 A source is one row of ``SOURCES``: the core columns it fills (declared here, beside their
 draws; ``sim.Core`` holds them with the fields of ``geo_gym.state``), whether a configuration
 reads its numbers, and how it turns them into the columns. Adding a source is a knob in
-``config.py``, a row here, and the code in ``sim.py`` that reads its columns: loading and the
-core's ``load_jobs`` write every column of ``SOURCES`` by name. A new row is spawned after the
+``config.py``, a row here, and the code in ``sim.py`` that reads its columns and writes them
+when an episode is loaded (``sim._load_episode``, by name; importing ``sim`` fails naming a
+column it does not write). A new row is spawned after the
 existing ones, so their numbers within an episode stay put (later episodes of one generator
 shift: it has spawned one child more per episode).
 
@@ -134,7 +135,7 @@ NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
 
 DrawnColumns = NamedTuple("DrawnColumns", [(name, np.ndarray) for name in NAMES])
 DrawnColumns.__doc__ = """An episode's drawn columns (length n, the per-attempt ones (n, attempts)),
-one per field of ``FIELDS``, as ``sim.load_jobs`` writes them into the core."""
+one per field of ``FIELDS``, as ``sim.load_episode`` writes them into the core."""
 
 
 def reads_draws(unc) -> bool:
