@@ -123,9 +123,9 @@ DYNAMIC: tuple[Field, ...] = (
     Field("fail_s", "J", np.float64, "failure of the current attempt (inf: none)"),
     # the placement of the current attempt (paper III-B2: fixed until it ends)
     Field("t_iter_s", "J", np.float64, "iteration time on its placement (Eq. 1)"),
-    Field("path", "JK", np.int64, "regions in pipeline order (-1 beyond plen)"),
+    Field("path", "JK", np.int32, "regions in pipeline order (-1 beyond plen); int32: J x K of them"),
     Field("plen", "J", np.int64, "regions on the path"),
-    Field("alloc", "JK", np.int64, "GPUs in each region"),
+    Field("alloc", "JK", np.int32, "GPUs in each region (int32, as path)"),
     Field("gpus", "J", np.int64, "GPUs held (kept after the job ends)"),
     Field("b_gbps", "J", np.float64, "b_j reserved on every crossed link, both directions (Eq. 6)"),
     Field("cost_per_s", "J", np.float64, "electricity rate while running, $/s (Eq. 4)"),

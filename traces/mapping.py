@@ -359,10 +359,12 @@ def capacity_scale_to_hold(gpus: int, cluster: Cluster) -> float:
 
 # ------------------------------------------------------------------------------- selection
 def select_jobs(table: pd.DataFrame, opts: MappingOptions) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The window, the filters (dropped counts by reason), the sample, the first max_jobs."""
-    sub = table[table["submit"] >= opts.start]
+    """The window, the filters (dropped counts by reason, each rule counting the rows the rules
+    before it kept), the sample, the first max_jobs. The table is copied once, by one mask, and
+    sorted only when it is not in submit order already (a 1M-job table is hundreds of MB)."""
+    keep = (table["submit"] >= opts.start).to_numpy(copy=True)
     if opts.length is not None:
-        sub = sub[sub["submit"] < opts.start + opts.length]
+        keep &= (table["submit"] < opts.start + opts.length).to_numpy()
     dropped = {}
     rules = [
         ("running", lambda t: t["state"].isin(DROPPED_STATES)),
@@ -371,15 +373,17 @@ def select_jobs(table: pd.DataFrame, opts: MappingOptions) -> tuple[pd.DataFrame
         ("cpu_only", lambda t: (t["gpus"] == 0) & opts.gpu_only),
     ]
     for reason, rule in rules:
-        mask = rule(sub)
+        mask = rule(table).to_numpy() & keep
         dropped[reason] = int(mask.sum())
-        sub = sub[~mask]
+        keep &= ~mask
     if opts.sample < 1:
         rng = np.random.default_rng(opts.sample_seed)
-        keep = rng.random(len(sub)) < opts.sample
-        dropped["not_sampled"] = int((~keep).sum())
-        sub = sub[keep]
-    sub = sub.sort_values("submit", kind="stable")
+        sampled = rng.random(int(keep.sum())) < opts.sample
+        dropped["not_sampled"] = int((~sampled).sum())
+        keep[np.flatnonzero(keep)[~sampled]] = False
+    sub = table[keep]
+    if not sub["submit"].is_monotonic_increasing:
+        sub = sub.sort_values("submit", kind="stable")
     if opts.max_jobs is not None and len(sub) > opts.max_jobs:
         dropped["over_max_jobs"] = len(sub) - int(opts.max_jobs)
         sub = sub.iloc[: int(opts.max_jobs)]
@@ -407,7 +411,10 @@ def map_trace(table: pd.DataFrame, options: MappingOptions | None = None, **kwar
     base = opts.cluster or paper_cluster()
     overhead, gpu, intra = catalog.DEFAULT_STAGE_OVERHEAD_S, base.gpu, base.intra_region_gbps
     columns, model_index = _map_columns(sub, opts, gpu, overhead, intra)
-    jobs_df = pd.DataFrame(columns)
+    # The frame takes the columns as they are (no second copy of the whole table at once: the
+    # peak memory of a 1M-job mapping); those read from ``sub`` were copied by _map_columns, so
+    # that the frame keeps none of ``sub``'s blocks alive.
+    jobs_df = pd.DataFrame(columns, copy=False)
     del columns
     submit = (sub["submit"].to_numpy() - float(sub["submit"].min())) / opts.compression
     jobs_df.insert(2, "submit", submit)
@@ -439,8 +446,8 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
     (tests/test_trace_mapping.py). No Python object per job but the per-job strings the table
     needs (names); the planted failures' tuples only for the jobs that have them."""
     n = len(sub)
-    job_id = sub["job_id"].to_numpy(dtype=object)
-    gpus = sub["gpus"].to_numpy(dtype=np.int64)
+    job_id = sub["job_id"].to_numpy(dtype=object, copy=True)
+    gpus = sub["gpus"].to_numpy(dtype=np.int64, copy=True)
     request = np.maximum(gpus, 1)  # CPU-only jobs reach here only with gpu_only=False: 1 GPU
     # per distinct request, in the order of each one's first job (an error names that job)
     requests, first, which = np.unique(request, return_index=True, return_inverse=True)
@@ -455,14 +462,14 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
     )
     model_i = model_i.astype(np.int64)
     # per distinct final state
-    state = sub["state"].to_numpy(dtype=object)
+    state = sub["state"].to_numpy(dtype=object, copy=True)
     state_i, states = pd.factorize(state)  # in order of first appearance
     ratios = [fate_rule(str(st), opts.early_end_fraction, opts.interrupted_fraction) for st in states]
     executed_ratio = np.array([e for e, _ in ratios])[state_i]
     configured_ratio = np.array([c for _, c in ratios])[state_i]
     fate = np.array([e / c for e, c in ratios])[state_i]
     end_kind = np.array([end_kind_rule(str(st)) for st in states], dtype=object)[state_i]
-    duration = sub["duration"].to_numpy(dtype=np.float64)
+    duration = sub["duration"].to_numpy(dtype=np.float64, copy=True)
     bad = ~((duration > 0) & np.isfinite(duration) & (t_iter > 0) & np.isfinite(t_iter))
     if bad.any():
         i = int(np.argmax(bad))
@@ -503,9 +510,9 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
         "end_kind": end_kind,
         "run_s": executed * t_iter,  # the ideal run of the executed work
         "failure_gpu_hours": hours,
-        "user": sub["user"].to_numpy(dtype=object),
-        "vc": sub["vc"].to_numpy(dtype=object),
-        "type": sub["type"].to_numpy(dtype=object),
+        "user": sub["user"].to_numpy(dtype=object, copy=True),
+        "vc": sub["vc"].to_numpy(dtype=object, copy=True),
+        "type": sub["type"].to_numpy(dtype=object, copy=True),
     }
     return columns, model_i
 
