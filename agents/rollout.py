@@ -1,0 +1,113 @@
+"""How much better than the best fixed policy can a scheduler be? A one-step rollout bound.
+
+At every decision of a ``GeoPipeEnv`` episode, the rollout policy tries each valid action on a
+copy of the simulator state, lets fixed base policies (the protocol's best fixed policy, or
+every queue order x placement rule) finish the episode from there on the compiled fast path
+(``geo_gym.fixed``, as the protocol runs fixed policies), and takes the action whose best
+finished episode has the lowest objective, N x avg JCT + cost_weight x cost
+(agents/protocol.py). This is Bertsekas' rollout policy improvement, acting through the same
+action space as a learned agent (its window of the queue): it is not bound to beat its base,
+which sees the whole queue and may start a job the window does not show.
+
+It is not a scheduler one could deploy: its rollouts run on the simulator's own state, so they
+know what an agent's observation hides (the arrivals still to come, the iterations each job
+will really run, when each attempt will fail). Its lead over the base policy is therefore an
+optimistic estimate of what one step of lookahead can gain on that workload, a yardstick for
+learned agents rather than a baseline they must beat.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agents.protocol import order_rule_policies
+from baselines.policies import FixedPolicy
+from geo_gym import fixed, sim
+from geo_gym.env import GeoPipeEnv, episode_summary
+from geo_gym.placement import FEASIBLE, NUM_RULES
+
+
+def _copy_into(dst: sim.Core, src: sim.Core) -> None:
+    """dst's arrays = src's (one simulation each, the same sizes)."""
+    for name in sim.FIELDS:
+        np.copyto(getattr(dst, name), getattr(src, name))
+
+
+def _objective(core: sim.Core, cost_weight: float) -> float:
+    s = episode_summary(core, 0)
+    return int(core.n_jobs[0]) * s["avg_jct_h"] + cost_weight * s["total_cost"]
+
+
+class RolloutScheduler:
+    """Chooses each action of ``env`` (a ``GeoPipeEnv``) by rollouts of the fixed policies
+    ``bases``, each run as ``geo_gym.simulate`` runs it (the whole queue in view)."""
+
+    def __init__(self, env: GeoPipeEnv, bases: list[FixedPolicy], cost_weight: float):
+        if not bases:
+            raise ValueError("a rollout needs at least one base policy")
+        self.env = env
+        self.bases = list(bases)
+        self.cost_weight = float(cost_weight)
+        self._scratch: sim.Core | None = None
+        self.rollouts = 0
+
+    def base_objective(self) -> float:
+        """The best objective of letting a base policy finish the episode from here."""
+        return self._finish(None)
+
+    def act(self) -> int:
+        """The valid action whose rollout ends best (ties: the lowest action index)."""
+        valid = np.flatnonzero(self.env.action_masks())
+        if valid.size == 1:
+            return int(valid[0])
+        values = [self._finish(int(a)) for a in valid]
+        return int(valid[int(np.argmin(values))])
+
+    def _finish(self, action: int | None) -> float:
+        return min(self._finish_with(base, action) for base in self.bases)
+
+    def _finish_with(self, base: FixedPolicy, action: int | None) -> float:
+        env = self.env
+        if self._scratch is None or self._scratch.submit_s.shape != env.core.submit_s.shape:
+            sizes = sim._sizes(env.core)
+            self._scratch = sim.allocate(1, env.num_regions, sizes["J"], sizes["A"], sizes["S"], sizes["D"])
+        c = self._scratch
+        _copy_into(c, env.core)
+        if action is not None:
+            if action == env.wait_action:
+                sim.advance(c, 0)
+            else:
+                slot, rule = divmod(action, NUM_RULES)
+                o = env.opts
+                code = sim.place(c, 0, o.win[0, slot], o.path[0, slot, rule], o.plen[0, slot, rule],
+                                 o.alloc[0, slot, rule])
+                if code != FEASIBLE:  # the mask offered it: the env's own step would place it
+                    raise RuntimeError(f"action {action} is in the mask but cannot be placed (code {code})")
+        self.rollouts += 1
+        if not fixed.run_fixed_policy(c, 0, base.order_code, base.rule_code, 0, bool(base.strict)):
+            return np.inf
+        return _objective(c, self.cost_weight)
+
+
+def rollout_episode(scenario, seed: int, bases: list[str], cost_weight: float, scenario_kwargs=None,
+                    env_kwargs=None) -> dict:
+    """One episode (workload ``seed``) of the rollout policy over the base policies ``bases``
+    (names "<order>+<rule>"); its summary, with ``num_jobs``, the number of rollouts and the
+    objective."""
+    policies = order_rule_policies()
+    unknown = [b for b in bases if b not in policies]
+    if unknown:
+        raise ValueError(f"unknown base policy {unknown}; the order x rule policies: {sorted(policies)}")
+    env = GeoPipeEnv(scenario, scenario_kwargs, cost_weight=cost_weight, job_records=False, **(env_kwargs or {}))
+    env.reset(seed=int(seed))
+    scheduler = RolloutScheduler(env, [policies[b] for b in bases], cost_weight)
+    while True:
+        _, _, terminated, truncated, info = env.step(scheduler.act())
+        if terminated:
+            break
+        if truncated:
+            raise RuntimeError(f"seed {seed}: the rollout policy's episode was truncated (no progress)")
+    summary = episode_summary(env.core, 0)
+    n = int(env.core.n_jobs[0])
+    return {**summary, "num_jobs": n, "rollouts": scheduler.rollouts,
+            "objective": n * summary["avg_jct_h"] + cost_weight * summary["total_cost"]}

@@ -1,0 +1,103 @@
+"""How far below the best fixed policy can a scheduler of the agent's action space get?
+
+    python scripts/headroom.py                                   # the default training workload
+    python scripts/headroom.py --scenario-kwargs '{"population_seed": 5}' --out out/headroom_pop5
+    python scripts/headroom.py --uncertainty perfect --warmup-workloads 0 --out out/headroom_perfect
+
+The protocol of scripts/train_ppo.py (agents/protocol.py, the same seeds): every queue order x
+placement rule runs on --seeds validation workloads (seeds 1,020,000 on) and the best in the
+trained objective (N x avg JCT + --cost-weight x cost) is the best fixed policy; then, on
+--seeds test workloads (seeds 1,010,000 on, those of a training run's protocol.json), the best
+fixed policy runs beside two rollout policies (agents/rollout.py): at each decision of the env,
+each valid action is tried on a copy of the simulator and finished by the best fixed policy
+("rollout (best fixed)") or by the best of all order x rule policies ("rollout (all fixed)"),
+and the action that ends best is taken.
+
+The rollouts run on the simulator's own state, so they know what the agent's observation hides
+(arrivals to come, the iterations each job really runs, failures): their lead over the best
+fixed policy is an optimistic estimate of what one step of lookahead can gain, a yardstick for
+the target of beating the best fixed policy, not a scheduler to deploy.
+
+Writes <out>/runs.csv (a row per policy and test seed), <out>/validation.csv (each order x rule
+policy's mean objective on the validation seeds) and <out>/headroom.json: per policy, the ratio
+to the best fixed policy in the objective (ratio of the means over the paired test seeds, with
+a seeded bootstrap 95% interval), in avg JCT and in cost. Bad options are one-line errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from agents.protocol import order_rule_policies, paired_ratio, run_objectives, select_best_fixed
+from agents.rollout import rollout_episode
+from agents.run import HELD_OUT
+from geo_gym import cli
+
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
+parser.add_argument("--scenario", default="recurring")
+parser.add_argument("--scenario-kwargs", type=cli.json_object, default={}, help='JSON, e.g. \'{"population_seed": 5}\'')
+cli.add_uncertainty_flags(parser, default="realistic")
+parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=2)
+parser.add_argument("--start-rule", type=cli.start_rule, default=None,
+                    help="memory | any | fraction:X | kstar | request; default: the scenario's own")
+parser.add_argument("--window", type=cli.positive_int, default=8, help="queue slots the env shows (the agent's)")
+parser.add_argument("--cost-weight", type=cli.finite_non_negative, default=0.1)
+parser.add_argument("--seeds", type=cli.positive_int, default=30, help="validation and test workloads, each")
+parser.add_argument("--out", type=Path, default=Path("out/headroom"))
+
+TEST = HELD_OUT + 10_000  # agents/run.py's test and validation seeds
+VALIDATION = HELD_OUT + 20_000
+
+
+def main() -> None:
+    args = parser.parse_args()
+    args.uncertainty = cli.parse_uncertainty(parser, args)
+    env_kwargs = {"uncertainty": args.uncertainty, "warmup_workloads": args.warmup_workloads,
+                  "start_rule": args.start_rule, "window": args.window}
+    fixed_kwargs = {k: v for k, v in env_kwargs.items() if k != "window"}  # fixed policies see the whole queue
+    try:
+        best, validation = select_best_fixed(args.scenario, range(VALIDATION, VALIDATION + args.seeds),
+                                             args.cost_weight, args.scenario_kwargs, fixed_kwargs)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+    print(f"best fixed policy on {args.seeds} validation seeds: {best}")
+    test = range(TEST, TEST + args.seeds)
+    rows = run_objectives({best: order_rule_policies()[best]}, args.scenario, test, args.cost_weight,
+                          args.scenario_kwargs, fixed_kwargs).assign(policy=f"best fixed ({best})").to_dict("records")
+    for label, bases in (("rollout (best fixed)", [best]), ("rollout (all fixed)", list(order_rule_policies()))):
+        t = time.perf_counter()
+        for seed in test:
+            run = rollout_episode(args.scenario, seed, bases, args.cost_weight, args.scenario_kwargs, env_kwargs)
+            rows.append({"policy": label, "seed": seed, **run})
+        print(f"{label}: {args.seeds} episodes in {time.perf_counter() - t:.0f} s")
+    runs = pd.DataFrame(rows)
+    reference = runs[runs.policy == f"best fixed ({best})"].set_index("seed")
+    summary = {"best_fixed": best, "test_seeds": [test.start, test.stop - 1],
+               "validation_seeds": [VALIDATION, VALIDATION + args.seeds - 1], "cost_weight": args.cost_weight,
+               "policies": {}}
+    lines = []
+    for policy, group in runs.groupby("policy", sort=False):
+        group = group.set_index("seed").loc[reference.index]
+        ratio = paired_ratio(group.objective.to_numpy(), reference.objective.to_numpy())
+        jct = float(group.avg_jct_h.mean() / reference.avg_jct_h.mean())
+        cost = float(group.total_cost.mean() / reference.total_cost.mean())
+        summary["policies"][policy] = {**ratio, "jct_ratio": jct, "cost_ratio": cost}
+        lines.append({"policy": policy, "objective / best fixed": f"{ratio['ratio']:.3f}",
+                      "95% CI": "-" if np.isnan(ratio["ci_low"]) else f"{ratio['ci_low']:.3f}-{ratio['ci_high']:.3f}",
+                      "avg JCT / best fixed": f"{jct:.3f}", "cost / best fixed": f"{cost:.3f}"})
+    print(pd.DataFrame(lines).to_string(index=False))
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs.to_csv(args.out / "runs.csv", index=False)
+    validation.to_csv(args.out / "validation.csv")
+    (args.out / "headroom.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"wrote {args.out}/runs.csv, validation.csv, headroom.json")
+
+
+if __name__ == "__main__":
+    main()
