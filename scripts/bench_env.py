@@ -6,9 +6,13 @@ All run uniformly random valid actions (drawn from the action mask) for N in
 {1, 16, 64, 256}; the table gives steps/s (env steps, i.e. N per vector step) of the native
 env on one thread, of the native env with ``parallel=True`` (numba's threads, as many as
 ``NUMBA_NUM_THREADS``, here printed first), of SyncVectorEnv over the single env, and the
-ratios. Two more columns explain the native numbers: the mean episode length in steps, and
-the time to draw and load one new episode (a reset of the native env divided by N), which
-every episode pays once in Python, on one thread. Both vector envs run in the same
+ratios. More columns explain the native numbers: its time per env step (``us_per_step``),
+that of its compiled step alone (``compiled_us_per_step``: ``decision.step_batch``, timed
+around each call) and their ratio (``step_over_compiled``: what resets and the Python around
+each batched step add), the mean episode length in steps, and the time to draw and load one
+new episode (a reset of the native env divided by N), which every episode pays once in
+Python, on one thread. Below the table: ``GeoPipeEnv.reset()`` of the single env (no seed, as
+every episode after the first; best of 5 runs of 1,000 resets). Both vector envs run in the same
 ``--autoreset-mode`` (gymnasium's ``AutoresetMode``; default SameStep, the mode of the numbers in
 docs/performance.md).
 """
@@ -58,13 +62,28 @@ def step(env, masks: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, 
     return terminated, masks
 
 
-def measure(env, seconds: float) -> tuple[float, float]:
-    """(env steps per second, mean episode length in steps)."""
+class Timed:
+    """A function that adds the wall time of each call to ``seconds``."""
+
+    def __init__(self, fn):
+        self.fn, self.seconds = fn, 0.0
+
+    def __call__(self, *args):
+        start = time.perf_counter()
+        self.fn(*args)
+        self.seconds += time.perf_counter() - start
+
+
+def measure(env, seconds: float, timed: Timed | None = None) -> tuple[float, float, int]:
+    """(env steps per second, mean episode length in steps, env steps measured); ``timed`` (if
+    any) counts from the end of the warm-up, as the steps do."""
     rng = np.random.default_rng(0)
     _, info = env.reset(seed=0)
     masks = info["action_mask"]
     for _ in range(20):  # warm-up (numba dispatch, first resets)
         _, masks = step(env, masks, rng)
+    if timed is not None:
+        timed.seconds = 0.0
     steps = 0
     episodes = 0
     start = time.perf_counter()
@@ -73,7 +92,7 @@ def measure(env, seconds: float) -> tuple[float, float]:
         steps += 1
         episodes += int(terminated.sum())
     elapsed = time.perf_counter() - start
-    return steps * env.num_envs / elapsed, steps * env.num_envs / max(episodes, 1)
+    return steps * env.num_envs / elapsed, steps * env.num_envs / max(episodes, 1), steps * env.num_envs
 
 
 def reset_us(env, repeats: int = 5) -> float:
@@ -86,21 +105,41 @@ def reset_us(env, repeats: int = 5) -> float:
     return best / env.num_envs * 1e6
 
 
+def single_reset_us(runs: int = 5, resets: int = 1_000) -> float:
+    """Microseconds of one ``GeoPipeEnv.reset()`` (best of ``runs`` runs of ``resets``)."""
+    env = GeoPipeEnv(args.scenario, args.scenario_kwargs, start_rule=args.start_rule)
+    env.reset(seed=0)
+    for _ in range(50):
+        env.reset()
+    best = np.inf
+    for _ in range(runs):
+        start = time.perf_counter()
+        for _ in range(resets):
+            env.reset()
+        best = min(best, (time.perf_counter() - start) / resets)
+    return best * 1e6
+
+
 print(f"numba threads: {numba.get_num_threads()}")
 rows = []
 for n in args.num_envs:
     kwargs = {"start_rule": args.start_rule, "autoreset_mode": args.autoreset_mode}
     venv = GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, **kwargs)
-    native, ep_len = measure(venv, args.seconds)
-    parallel, _ = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, parallel=True, **kwargs), args.seconds)
+    venv._step_batch = timed = Timed(venv._step_batch)
+    native, ep_len, env_steps = measure(venv, args.seconds, timed)
+    compiled_us = timed.seconds / env_steps * 1e6
+    parallel, *_ = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, parallel=True, **kwargs), args.seconds)
     sync_env = gym.vector.SyncVectorEnv(
         [lambda: GeoPipeEnv(args.scenario, args.scenario_kwargs, start_rule=args.start_rule) for _ in range(n)],
         autoreset_mode=args.autoreset_mode,
     )
-    sync, _ = measure(sync_env, args.seconds)
+    sync, *_ = measure(sync_env, args.seconds)
     rows.append({
         "num_envs": n, "native_steps_per_s": native, "parallel_steps_per_s": parallel,
         "sync_steps_per_s": sync, "ratio": native / sync, "ratio_parallel": parallel / sync,
+        "us_per_step": 1e6 / native, "compiled_us_per_step": compiled_us,
+        "step_over_compiled": 1e6 / native / compiled_us,
         "episode_steps": ep_len, "reset_us_per_episode": reset_us(venv),
     })
 print(pd.DataFrame(rows).round(1).to_markdown(index=False))
+print(f"GeoPipeEnv.reset() on {args.scenario}: {single_reset_us():.1f} us")
