@@ -34,8 +34,8 @@ TORCH_THREADS = 1
 HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded with seed + i
 # The options that define a run: resuming must not change them.
 SETTINGS = ("scenario", "scenario_kwargs", "scenario_grid", "algo", "features", "num_envs", "seed", "cost_weight", "window",
-            "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate", "ent_coef", "bc_steps", "bc_epochs",
-            "bc_teacher", "trace", "trace_kind", "window_days", "train_fraction", "max_jobs")
+            "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate", "ent_coef", "clip_range",
+            "bc_steps", "bc_epochs", "bc_teacher", "bc_learning_rate", "trace", "trace_kind", "window_days", "train_fraction", "max_jobs")
 
 
 class RunError(RuntimeError):
@@ -62,6 +62,7 @@ class TrainSettings:
     n_steps: int = 128
     learning_rate: float = 3e-4
     ent_coef: float = 0.01
+    clip_range: float = 0.2  # SB3's default
     eval_every: int = 20_000
     eval_seeds: int = 10
     final_seeds: int = 30
@@ -70,6 +71,7 @@ class TrainSettings:
     bc_steps: int = 0
     bc_epochs: int = 10
     bc_teacher: str = "best"
+    bc_learning_rate: float | None = None  # None: PPO's learning_rate
     trace: str | None = None
     trace_kind: str | None = None
     window_days: float = 1.0
@@ -116,6 +118,8 @@ def add_arguments(parser) -> None:
                              "seed and thread count, not across thread counts")
     parser.add_argument("--ent-coef", type=cli.finite_non_negative, default=d.ent_coef,
                         help="PPO's entropy bonus (after behaviour cloning, 0 keeps the policy near its teacher)")
+    parser.add_argument("--clip-range", type=cli.fraction, default=d.clip_range,
+                        help="PPO's clip range: how far one update may move each action's probability ratio")
     parser.add_argument("--bc-steps", type=cli.non_negative_int, default=d.bc_steps,
                         help="behaviour cloning before PPO (agents/bc.py): the teacher's decisions to imitate; 0: none")
     parser.add_argument("--bc-epochs", type=cli.positive_int, default=d.bc_epochs,
@@ -123,6 +127,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--bc-teacher", default=d.bc_teacher,
                         help='the policy to imitate: "best" (the protocol\'s best fixed policy, chosen on validation '
                              'seeds), an <order>+<rule> policy (e.g. priority+pathfinder_quarter) or a baseline name')
+    parser.add_argument("--bc-learning-rate", type=cli.finite_positive, default=d.bc_learning_rate,
+                        help="Adam's step size while cloning (default: --learning-rate); PPO then runs at --learning-rate")
     trace = parser.add_argument_group("training on a trace (traces/windows.py, docs/training.md)")
     trace.add_argument("--trace", metavar="PATH", default=d.trace,
                        help="train on windows of the trace's first --train-fraction, evaluate on later ones; "
@@ -273,10 +279,14 @@ def behaviour_clone(model, teacher, s: TrainSettings, w: Workloads, env_kwargs: 
     start = time.time()
     demos = bc.collect(teacher, s.bc_steps, s.num_envs, w.train, w.train_kwargs, seed=s.seed + s.num_envs,
                        gamma=model.gamma, **env_kwargs)
-    history = bc.clone(model, demos, s.bc_epochs, batch_size=model.batch_size, seed=s.seed)
+    # at s.bc_learning_rate when given, else at the optimizer's own (PPO's) step size; PPO sets
+    # its own again at its first update
+    history = bc.clone(model, demos, s.bc_epochs, batch_size=model.batch_size, seed=s.seed,
+                       learning_rate=s.bc_learning_rate)
     pd.DataFrame(history).rename_axis("epoch").to_csv(run / "bc.csv")
     last = history[-1]
-    log(f"behaviour cloning of {getattr(teacher, 'name', teacher)}: {len(demos)} decisions, {s.bc_epochs} passes, "
+    rate = "" if s.bc_learning_rate is None else f" at learning rate {s.bc_learning_rate:g}"
+    log(f"behaviour cloning of {getattr(teacher, 'name', teacher)}: {len(demos)} decisions, {s.bc_epochs} passes{rate}, "
         f"{time.time() - start:.0f} s; the agent's most likely action is the teacher's in {100 * last['agreement']:.1f}%")
 
 
@@ -363,7 +373,8 @@ def train_run(
         env.seed(int(mixed) % (HELD_OUT - s.num_envs))
     else:
         model = make_model(s.algo, env, s.seed, str(run / "tb"), features=s.features, n_steps=s.n_steps,
-                           **{**PPO_KWARGS, "learning_rate": s.learning_rate, "ent_coef": s.ent_coef})
+                           **{**PPO_KWARGS, "learning_rate": s.learning_rate, "ent_coef": s.ent_coef,
+                              "clip_range": s.clip_range})
     # the strongest fixed policy of the agent's action space, chosen on seeds of its own before
     # training: the held-out evaluations and the final table compare with it, and behaviour
     # cloning may imitate it

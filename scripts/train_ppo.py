@@ -42,7 +42,8 @@ JCT and cost relative to BACE-Pipe after each evaluation.
 
 --bc-steps N: behaviour cloning before PPO (agents/bc.py): N decisions of --bc-teacher (the
 protocol's best fixed policy unless named) train the actor and the critic; bc.csv has a row per
-pass. --trace PATH: training on the windows of the trace's first --train-fraction, the best
+pass. Cloning runs at --bc-learning-rate when given, else at --learning-rate; PPO always runs at
+--learning-rate (and --clip-range), so cloning can use a normal step and PPO fine-tune at a small one. --trace PATH: training on the windows of the trace's first --train-fraction, the best
 fixed policy chosen on later validation windows and the final table on later test windows
 (traces/windows.py); protocol.json lists each group's window start days.
 

@@ -1,19 +1,25 @@
 """Behaviour cloning as PPO's warm start (agents/bc.py): what the demonstrations hold, that
-cloning makes the agent act as its teacher, and the run option (--bc-steps)."""
+cloning makes the agent act as its teacher, and the run options (--bc-steps, --bc-learning-rate)."""
 
 from __future__ import annotations
 
+import inspect
+import json
+import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sb3_contrib import MaskablePPO
 
 from agents import bc
 from agents.protocol import order_rule_policies
+from agents.run import TrainSettings, behaviour_clone, resolved, workloads
 from agents.training import load_model, make_model, make_vec_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,15 +77,61 @@ def test_cloning_makes_the_agent_act_as_its_teacher(demos) -> None:
 def test_train_ppo_with_behaviour_cloning_writes_its_history_and_evaluates_the_start(tmp_path: Path) -> None:
     cmd = [sys.executable, str(ROOT / "scripts" / "train_ppo.py"), "--name", "bc", "--timesteps", "512",
            "--num-envs", "4", "--n-steps", "128", "--eval-seeds", "1", "--final-seeds", "2", "--no-progress",
-           "--bc-steps", "256", "--bc-epochs", "2", "--bc-teacher", "sjf", "--warmup-workloads", "0",
+           "--learning-rate", "1e-4", "--bc-learning-rate", "1e-3", "--clip-range", "0.1", "--bc-steps", "256", "--bc-epochs", "2", "--bc-teacher", "sjf", "--warmup-workloads", "0",
            "--features", "attention"]
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "behaviour cloning of sjf" in out.stdout
+    assert "behaviour cloning of sjf: " in out.stdout and "2 passes at learning rate 0.001," in out.stdout
     run = tmp_path / "runs" / "bc"
     assert list(pd.read_csv(run / "bc.csv").epoch) == [0, 1]
     assert list(pd.read_csv(run / "eval.csv").timesteps) == [0, 512]  # the cloned policy, then the end
-    assert type(load_model("maskable-ppo", run / "last.zip").policy.features_extractor).__name__ == "SlotAttention"
+    model = load_model("maskable-ppo", run / "last.zip")
+    assert type(model.policy.features_extractor).__name__ == "SlotAttention"
+    # PPO ran at --learning-rate and --clip-range, not at the cloning's step size
+    assert model.learning_rate == 1e-4 and model.policy.optimizer.param_groups[0]["lr"] == 1e-4
+    assert model.clip_range(1.0) == 0.1
+    settings = json.loads((run / "settings.json").read_text())
+    assert settings["bc_learning_rate"] == 1e-3 and settings["clip_range"] == 0.1 and settings["learning_rate"] == 1e-4
+    # a resume keeps them: the same flags continue the run, another value is an error naming the flag
+    shutil.copytree(run, tmp_path / "runs" / "again")
+    resume = [*cmd[:3], "again", cmd[4], "1024", *cmd[6:], "--resume"]
+    resumed = subprocess.run(resume, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "trained 1024 steps" in resumed.stdout and "behaviour cloning" not in resumed.stdout
+    for flag, value, was in (("--bc-learning-rate", "3e-4", "0.001"), ("--clip-range", "0.2", "0.1")):
+        changed = subprocess.run([*resume, flag, value], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        assert changed.returncode != 0 and "Traceback" not in changed.stderr
+        assert f"{flag} {float(value)!r} (the run has {was})" in changed.stderr
     bad = subprocess.run([*cmd[:-8], "--bc-teacher", "nobody"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert bad.returncode != 0 and "--bc-teacher 'nobody': not a policy" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_bc_learning_rate_is_the_cloning_step_and_ppo_keeps_its_own(tmp_path: Path) -> None:
+    # the defaults change nothing documented: cloning at PPO's rate, SB3's clip range
+    assert TrainSettings().bc_learning_rate is None
+    assert TrainSettings().clip_range == inspect.signature(MaskablePPO).parameters["clip_range"].default
+    s = resolved(TrainSettings(num_envs=4, n_steps=64, bc_steps=256, bc_epochs=2, warmup_workloads=0,
+                               learning_rate=1e-4))
+    w = workloads(s)
+    env_kwargs = {**ENV, "start_rule": s.start_rule}
+
+    def cloned(bc_learning_rate):
+        model = make_model("maskable-ppo", make_vec_env(4, "recurring", **env_kwargs), seed=0, tensorboard_log=None,
+                           n_steps=64, batch_size=64, learning_rate=s.learning_rate)
+        behaviour_clone(model, TEACHER, replace(s, bc_learning_rate=bc_learning_rate), w, env_kwargs, tmp_path,
+                        log=lambda line: None)
+        lr = model.policy.optimizer.param_groups[0]["lr"]
+        return model, pd.read_csv(tmp_path / "bc.csv"), lr
+
+    default, default_history, default_lr = cloned(None)
+    same, same_history, _ = cloned(1e-4)
+    fast, fast_history, fast_lr = cloned(3e-3)
+    assert default_lr == 1e-4 and fast_lr == 3e-3
+    pd.testing.assert_frame_equal(default_history, same_history)  # None is --learning-rate
+    for a, b in zip(default.policy.parameters(), same.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert not np.allclose(fast_history.actor_loss, default_history.actor_loss)
+    assert any(not torch.equal(a, b) for a, b in zip(default.policy.parameters(), fast.policy.parameters(), strict=True))
+    fast.learn(256)  # PPO's first update sets its own step size again
+    assert fast.policy.optimizer.param_groups[0]["lr"] == 1e-4

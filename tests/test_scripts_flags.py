@@ -32,6 +32,9 @@ def test_bad_start_rule_is_a_one_line_error(script: str, bad: str) -> None:
     ("evaluate.py", ["--window", "0"], "--window: must be an integer >= 1, got 0"),
     ("benchmark.py", ["--scenario", "paper-fig1"], "--scenario: invalid choice: 'paper-fig1'"),
     ("train_ppo.py", ["--torch-threads", "0"], "--torch-threads: must be an integer >= 1, got 0"),
+    ("train_ppo.py", ["--bc-learning-rate", "0"], "--bc-learning-rate: must be a finite number > 0, got 0"),
+    ("train_ppo.py", ["--bc-learning-rate", "inf"], "--bc-learning-rate: must be a finite number > 0, got inf"),
+    ("train_ppo.py", ["--clip-range", "1.5"], "--clip-range: must be in (0, 1], got 1.5"),
     ("bench_training.py", ["--threads", "1", "0"], "--threads: must be an integer >= 1, got 0"),
     ("bench_training.py", ["--trees", "/nonexistent"], "--trees: /nonexistent has no agents/training.py"),
 ])
