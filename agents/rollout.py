@@ -13,10 +13,14 @@ It is not a scheduler one could deploy: its rollouts run on the simulator's own 
 know what an agent's observation hides (the arrivals still to come, the iterations each job
 will really run, when each attempt will fail). Its lead over the base policy is therefore an
 optimistic estimate of what one step of lookahead can gain on that workload, a yardstick for
-learned agents rather than a baseline they must beat.
+learned agents rather than a baseline they must beat. With ``depth`` d > 1 each candidate is
+finished by the rollout policy of depth d - 1 instead (rollout of a rollout: a deeper search,
+about (valid actions x decisions) times the cost of the depth below).
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 
@@ -42,9 +46,12 @@ class RolloutScheduler:
     """Chooses each action of ``env`` (a ``GeoPipeEnv``) by rollouts of the fixed policies
     ``bases``, each run as ``geo_gym.simulate`` runs it (the whole queue in view)."""
 
-    def __init__(self, env: GeoPipeEnv, bases: list[FixedPolicy], cost_weight: float):
+    def __init__(self, env: GeoPipeEnv, bases: list[FixedPolicy], cost_weight: float, depth: int = 1):
         if not bases:
             raise ValueError("a rollout needs at least one base policy")
+        if isinstance(depth, bool) or int(depth) != depth or depth < 1:
+            raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+        self.depth = int(depth)
         self.env = env
         self.bases = list(bases)
         self.cost_weight = float(cost_weight)
@@ -64,7 +71,22 @@ class RolloutScheduler:
         return int(valid[int(np.argmin(values))])
 
     def _finish(self, action: int | None) -> float:
+        if self.depth > 1 and action is not None:
+            return self._finish_deeper(action)
         return min(self._finish_with(base, action) for base in self.bases)
+
+    def _finish_deeper(self, action: int) -> float:
+        """The objective of taking ``action`` on a copy of the env, then the rollout policy of
+        depth - 1 to the end."""
+        env = copy.deepcopy(self.env)
+        _, _, terminated, _, _ = env.step(action)
+        inner = RolloutScheduler(env, self.bases, self.cost_weight, self.depth - 1)
+        while not terminated:
+            _, _, terminated, truncated, _ = env.step(inner.act())
+            if truncated:
+                return np.inf
+        self.rollouts += inner.rollouts + 1
+        return _objective(env.core, self.cost_weight)
 
     def _finish_with(self, base: FixedPolicy, action: int | None) -> float:
         env = self.env
@@ -90,17 +112,17 @@ class RolloutScheduler:
 
 
 def rollout_episode(scenario, seed: int, bases: list[str], cost_weight: float, scenario_kwargs=None,
-                    env_kwargs=None) -> dict:
-    """One episode (workload ``seed``) of the rollout policy over the base policies ``bases``
-    (names "<order>+<rule>"); its summary, with ``num_jobs``, the number of rollouts and the
-    objective."""
+                    env_kwargs=None, depth: int = 1) -> dict:
+    """One episode (workload ``seed``) of the rollout policy of ``depth`` over the base
+    policies ``bases`` (names "<order>+<rule>"); its summary, with ``num_jobs``, the number of
+    rollouts (base policies run to the end) and the objective."""
     policies = order_rule_policies()
     unknown = [b for b in bases if b not in policies]
     if unknown:
         raise ValueError(f"unknown base policy {unknown}; the order x rule policies: {sorted(policies)}")
     env = GeoPipeEnv(scenario, scenario_kwargs, cost_weight=cost_weight, job_records=False, **(env_kwargs or {}))
     env.reset(seed=int(seed))
-    scheduler = RolloutScheduler(env, [policies[b] for b in bases], cost_weight)
+    scheduler = RolloutScheduler(env, [policies[b] for b in bases], cost_weight, depth)
     while True:
         _, _, terminated, truncated, info = env.step(scheduler.act())
         if terminated:

@@ -54,6 +54,17 @@ def test_the_rollout_policy_is_seeded_and_no_worse_than_its_base_on_a_small_work
         rollout_episode("paper-default", 5, ["fifo+lcf"], 0.1)
 
 
+def test_a_deeper_rollout_is_no_worse_than_the_one_it_finishes_with():
+    """Depth 2 tries every action and finishes with the depth-1 policy, whose own action is
+    among them: in an env whose every random number is drawn at reset it cannot end worse."""
+    one = rollout_episode("paper-default", 5, ["fcfs+pathfinder"], 0.1)
+    two = rollout_episode("paper-default", 5, ["fcfs+pathfinder"], 0.1, depth=2)
+    assert two["objective"] <= one["objective"] + 1e-9
+    assert two["rollouts"] > 10 * one["rollouts"]
+    with pytest.raises(ValueError, match="depth must be an integer >= 1, got 0"):
+        rollout_episode("paper-default", 5, ["fcfs+pathfinder"], 0.1, depth=0)
+
+
 def test_headroom_script_writes_the_protocols_ratios(tmp_path):
     out = tmp_path / "hr"
     done = subprocess.run(
