@@ -437,10 +437,13 @@ def train_run(
                 if w.windows else f"held-out seeds {final_seeds.start}..{final_seeds.stop - 1}")
     log(f"\ntrained {model.num_timesteps} steps in {train_s:.0f} s; {held_out}")
     log(table.round(3).to_markdown())
+    chosen_on, tested_on = (
+        (f"the {len(w.windows['validation_window_start_days'])} validation windows", "the test windows")
+        if w.windows else (f"validation seeds {validation_seeds.start}..{validation_seeds.stop - 1}", "the test seeds")
+    )
     log(
-        f"\nagent / {best_row}, the best queue order x placement rule on validation seeds "
-        f"{validation_seeds.start}..{validation_seeds.stop - 1}, in the trained objective "
-        f"(N x avg JCT + {s.cost_weight:g} x cost) on the test seeds: {paired['ratio']:.3f} "
+        f"\nagent / {best_row}, the best queue order x placement rule on {chosen_on}, in the trained objective "
+        f"(N x avg JCT + {s.cost_weight:g} x cost) on {tested_on}: {paired['ratio']:.3f} "
         f"(95% CI {paired['ci_low']:.3f}-{paired['ci_high']:.3f}); avg JCT {protocol['jct_ratio']:.3f}x, "
         f"cost {protocol['cost_ratio']:.3f}x"
     )
