@@ -87,6 +87,9 @@ def test_train_ppo_on_a_trace_tests_on_later_windows(tmp_path: Path) -> None:
     assert "train (days 0-" in out.stdout and "held-out test windows starting on days" in out.stdout
     protocol = json.loads((tmp_path / "runs" / "trace" / "protocol.json").read_text())
     train, test = protocol["train_window_start_days"], protocol["test_window_start_days"]
+    validation = protocol["validation_window_start_days"]
+    assert f"placement rule on the {len(validation)} validation windows, " in out.stdout
+    assert "on the test windows: " in out.stdout and "validation seeds" not in out.stdout
     assert len(test) == 2 and min(test) >= max(train) + 0.1 - 1e-9
     settings = json.loads((tmp_path / "runs" / "trace" / "settings.json").read_text())
     assert settings["start_rule"] == "request" and settings["warmup_workloads"] == 0
