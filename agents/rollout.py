@@ -133,3 +133,40 @@ def rollout_episode(scenario, seed: int, bases: list[str], cost_weight: float, s
     n = int(env.core.n_jobs[0])
     return {**summary, "num_jobs": n, "rollouts": scheduler.rollouts,
             "objective": n * summary["avg_jct_h"] + cost_weight * summary["total_cost"]}
+
+
+def collect(bases: list[FixedPolicy], steps: int, scenario, scenario_kwargs=None, seed: int = 0,
+            gamma: float = 1.0, cost_weight: float = 0.1, **env_kwargs):
+    """The rollout policy's decisions as behaviour-cloning demonstrations (``agents.bc``):
+    whole episodes of ``GeoPipeEnv`` seeded ``seed``, ``seed + 1``, ... until about ``steps``
+    decisions, each with its observation, mask and Monte-Carlo return to the episode's end.
+    The teacher sees what the observation hides, so a clone learns what of its choices the
+    observation supports."""
+    from agents.bc import Demonstrations
+
+    env = GeoPipeEnv(scenario, scenario_kwargs, cost_weight=cost_weight, job_records=False, **env_kwargs)
+    obs_rows, actions, masks, returns = [], [], [], []
+    episode = 0
+    while len(actions) < steps:
+        obs, _ = env.reset(seed=seed + episode)
+        episode += 1
+        scheduler = RolloutScheduler(env, bases, cost_weight)
+        rewards = []
+        while True:
+            mask = env.action_masks()
+            action = scheduler.act()
+            obs_rows.append(obs)
+            actions.append(action)
+            masks.append(mask)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            rewards.append(reward)
+            if terminated or truncated:
+                break
+        ahead = 0.0 if terminated else np.nan  # a truncated episode's return is unknown
+        tail = []
+        for reward in reversed(rewards):
+            ahead = reward + gamma * ahead
+            tail.append(ahead)
+        returns.extend(reversed(tail))
+    return Demonstrations(np.array(obs_rows, dtype=np.float32), np.array(actions, dtype=np.int64),
+                          np.array(masks, dtype=bool), np.array(returns))

@@ -126,7 +126,8 @@ def add_arguments(parser) -> None:
                         help="passes over the behaviour-cloning decisions")
     parser.add_argument("--bc-teacher", default=d.bc_teacher,
                         help='the policy to imitate: "best" (the protocol\'s best fixed policy, chosen on validation '
-                             'seeds), an <order>+<rule> policy (e.g. priority+pathfinder_quarter) or a baseline name')
+                             'seeds), "rollout" (the clairvoyant rollout over it, agents/rollout.py), an <order>+<rule> '
+                             'policy (e.g. priority+pathfinder_quarter) or a baseline name')
     parser.add_argument("--bc-learning-rate", type=cli.finite_positive, default=d.bc_learning_rate,
                         help="Adam's step size while cloning (default: --learning-rate); PPO then runs at --learning-rate")
     trace = parser.add_argument_group("training on a trace (traces/windows.py, docs/training.md)")
@@ -277,8 +278,16 @@ def behaviour_clone(model, teacher, s: TrainSettings, w: Workloads, env_kwargs: 
     from agents import bc
 
     start = time.time()
-    demos = bc.collect(teacher, s.bc_steps, s.num_envs, w.train, w.train_kwargs, seed=s.seed + s.num_envs,
-                       gamma=model.gamma, **env_kwargs)
+    if s.bc_teacher == "rollout":  # the rollout policy over the best fixed one (agents/rollout.py)
+        from agents import rollout
+
+        kwargs = {k: v for k, v in env_kwargs.items() if k != "cost_weight"}
+        demos = rollout.collect([teacher], s.bc_steps, w.train, w.train_kwargs, seed=s.seed + s.num_envs,
+                                gamma=model.gamma, cost_weight=s.cost_weight, **kwargs)
+        teacher = f"the rollout over {teacher.name}"
+    else:
+        demos = bc.collect(teacher, s.bc_steps, s.num_envs, w.train, w.train_kwargs, seed=s.seed + s.num_envs,
+                           gamma=model.gamma, **env_kwargs)
     # at s.bc_learning_rate when given, else at the optimizer's own (PPO's) step size; PPO sets
     # its own again at its first update
     history = bc.clone(model, demos, s.bc_epochs, batch_size=model.batch_size, seed=s.seed,
@@ -325,14 +334,14 @@ def train_run(
     )
 
     named_teacher = None
-    if s.bc_teacher != "best":
+    if s.bc_teacher not in ("best", "rollout"):
         combos = order_rule_policies()
         if s.bc_teacher in combos:
             named_teacher = combos[s.bc_teacher]
         elif s.bc_teacher in baselines.names():
             named_teacher = baselines.make(s.bc_teacher)
         else:
-            raise RunError(f"--bc-teacher {s.bc_teacher!r}: not a policy; use best, an <order>+<rule> policy "
+            raise RunError(f"--bc-teacher {s.bc_teacher!r}: not a policy; use best, rollout, an <order>+<rule> policy "
                            f"({', '.join(list(combos)[:2])}, ...) or a baseline ({', '.join(baselines.names())})")
     run = Path(run)
     run.mkdir(parents=True, exist_ok=True)
