@@ -37,6 +37,23 @@ def _copy_into(dst: sim.Core, src: sim.Core) -> None:
         np.copyto(getattr(dst, name), getattr(src, name))
 
 
+def _blind(c: sim.Core) -> None:
+    """What a scheduler may know, in place of the truth, in the one-simulation core ``c``: the
+    jobs submitted so far and no others (the arrivals to come are unknown), each job's length
+    its prediction (``pred_iters``, what the observation shows; never below the progress it has
+    kept), no failure to come. A running job ends when its prediction says, not before now."""
+    n = int(c.next_arrival[0])
+    c.n_jobs[0] = n  # later jobs never arrive; done() and the summary count the known ones
+    length = np.maximum(c.pred_iters[0, :n], c.done_iters[0, :n])
+    c.iters[0, :n] = length
+    c.full_iters[0, :n] = length  # ends at the prediction are completions, not early ends
+    c.failure_draws[0] = np.inf
+    running = c.status[0, :n] == sim.RUNNING
+    c.fail_s[0, :n][running] = np.inf
+    end = c.attempt_start_s[0, :n] + (length - c.done_iters[0, :n]) * c.t_iter_s[0, :n]
+    c.end_s[0, :n][running] = np.maximum(end[running], c.now_s[0])
+
+
 def _objective(core: sim.Core, cost_weight: float) -> float:
     s = episode_summary(core, 0)
     return int(core.n_jobs[0]) * s["avg_jct_h"] + cost_weight * s["total_cost"]
@@ -46,12 +63,16 @@ class RolloutScheduler:
     """Chooses each action of ``env`` (a ``GeoPipeEnv``) by rollouts of the fixed policies
     ``bases``, each run as ``geo_gym.simulate`` runs it (the whole queue in view)."""
 
-    def __init__(self, env: GeoPipeEnv, bases: list[FixedPolicy], cost_weight: float, depth: int = 1):
+    def __init__(self, env: GeoPipeEnv, bases: list[FixedPolicy], cost_weight: float, depth: int = 1,
+                 clairvoyant: bool = True):
         if not bases:
             raise ValueError("a rollout needs at least one base policy")
         if isinstance(depth, bool) or int(depth) != depth or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+        if not clairvoyant and depth > 1:
+            raise ValueError("a blind rollout (clairvoyant=False) has depth 1")
         self.depth = int(depth)
+        self.clairvoyant = bool(clairvoyant)
         self.env = env
         self.bases = list(bases)
         self.cost_weight = float(cost_weight)
@@ -95,6 +116,8 @@ class RolloutScheduler:
             self._scratch = sim.allocate(1, env.num_regions, sizes["J"], sizes["A"], sizes["S"], sizes["D"])
         c = self._scratch
         _copy_into(c, env.core)
+        if not self.clairvoyant:
+            _blind(c)
         if action is not None:
             if action == env.wait_action:
                 sim.advance(c, 0)
@@ -112,7 +135,7 @@ class RolloutScheduler:
 
 
 def rollout_episode(scenario, seed: int, bases: list[str], cost_weight: float, scenario_kwargs=None,
-                    env_kwargs=None, depth: int = 1) -> dict:
+                    env_kwargs=None, depth: int = 1, clairvoyant: bool = True) -> dict:
     """One episode (workload ``seed``) of the rollout policy of ``depth`` over the base
     policies ``bases`` (names "<order>+<rule>"); its summary, with ``num_jobs``, the number of
     rollouts (base policies run to the end) and the objective."""
@@ -122,7 +145,7 @@ def rollout_episode(scenario, seed: int, bases: list[str], cost_weight: float, s
         raise ValueError(f"unknown base policy {unknown}; the order x rule policies: {sorted(policies)}")
     env = GeoPipeEnv(scenario, scenario_kwargs, cost_weight=cost_weight, job_records=False, **(env_kwargs or {}))
     env.reset(seed=int(seed))
-    scheduler = RolloutScheduler(env, [policies[b] for b in bases], cost_weight, depth)
+    scheduler = RolloutScheduler(env, [policies[b] for b in bases], cost_weight, depth, clairvoyant)
     while True:
         _, _, terminated, truncated, info = env.step(scheduler.act())
         if terminated:

@@ -14,7 +14,9 @@ each valid action is tried on a copy of the simulator and finished by the best f
 ("rollout (best fixed)") or by the best of all order x rule policies ("rollout (all fixed)"),
 and the action that ends best is taken. With --depth 2 (or more) only the rollout over the
 best fixed policy runs, each candidate finished by the rollout policy of one depth less (a
-deeper search: about 300x the time of depth 1 on `recurring`, a minute an episode).
+deeper search: about 300x the time of depth 1 on `recurring`, a minute an episode). With
+--blind the rollouts know only what a scheduler may (the jobs submitted so far, their predicted
+lengths, no failures to come): a lookahead scheduler one could run, not a yardstick.
 
 The rollouts run on the simulator's own state, so they know what the agent's observation hides
 (arrivals to come, the iterations each job really runs, failures): their lead over the best
@@ -56,6 +58,9 @@ parser.add_argument("--cost-weight", type=cli.finite_non_negative, default=0.1)
 parser.add_argument("--seeds", type=cli.positive_int, default=30, help="validation and test workloads, each")
 parser.add_argument("--depth", type=cli.positive_int, default=1, help="rollouts of rollouts: 2 finishes each candidate "
                     "with the depth-1 rollout policy (only the rollout over the best fixed policy runs then)")
+parser.add_argument("--blind", action="store_true",
+                    help="the rollouts know only what a scheduler may: the jobs submitted so far, their predicted "
+                         "lengths, no failures to come (agents/rollout.py's _blind); depth 1")
 parser.add_argument("--processes", type=cli.positive_int, default=1, help="episodes run in this many processes at once")
 parser.add_argument("--out", type=Path, default=Path("out/headroom"))
 
@@ -81,10 +86,15 @@ def main() -> None:
     rollouts = [("rollout (best fixed)", [best]), ("rollout (all fixed)", list(order_rule_policies()))]
     if args.depth > 1:
         rollouts = [(f"rollout (best fixed, depth {args.depth})", [best])]
+    if args.blind:
+        if args.depth > 1:
+            parser.error("--blind rollouts have depth 1")
+        rollouts = [(f"{label[:-1]}, blind)", bases) for label, bases in rollouts]
     for label, bases in rollouts:
         t = time.perf_counter()
         episode = partial(rollout_episode, args.scenario, bases=bases, cost_weight=args.cost_weight,
-                          scenario_kwargs=args.scenario_kwargs, env_kwargs=env_kwargs, depth=args.depth)
+                          scenario_kwargs=args.scenario_kwargs, env_kwargs=env_kwargs, depth=args.depth,
+                          clairvoyant=not args.blind)
         with ProcessPoolExecutor(args.processes) as pool:
             for seed, run in zip(test, pool.map(episode, test), strict=True):
                 rows.append({"policy": label, "seed": seed, **run})
@@ -93,7 +103,7 @@ def main() -> None:
     reference = runs[runs.policy == f"best fixed ({best})"].set_index("seed")
     summary = {"best_fixed": best, "test_seeds": [test.start, test.stop - 1],
                "validation_seeds": [VALIDATION, VALIDATION + args.seeds - 1], "cost_weight": args.cost_weight,
-               "depth": args.depth, "policies": {}}
+               "depth": args.depth, "clairvoyant": not args.blind, "policies": {}}
     lines = []
     for policy, group in runs.groupby("policy", sort=False):
         group = group.set_index("seed").loc[reference.index]

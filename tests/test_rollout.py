@@ -113,3 +113,32 @@ def test_train_ppo_clones_the_rollout_teacher(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "behaviour cloning of the rollout over " in out.stdout
     assert json.loads((tmp_path / "runs" / "ro" / "settings.json").read_text())["bc_teacher"] == "rollout"
+
+
+def test_a_blind_rollout_is_the_clairvoyant_one_when_nothing_is_hidden():
+    """paper-default under perfect information: every job is submitted at t = 0 and its
+    prediction is its length, so the blind rollout knows everything and acts the same."""
+    blind = rollout_episode("paper-default", 4, ["fcfs+pathfinder"], 0.1, clairvoyant=False)
+    assert blind == rollout_episode("paper-default", 4, ["fcfs+pathfinder"], 0.1)
+    with pytest.raises(ValueError, match="blind rollout"):
+        rollout_episode("paper-default", 4, ["fcfs+pathfinder"], 0.1, depth=2, clairvoyant=False)
+
+
+def test_blinding_hides_the_arrivals_to_come_the_true_lengths_and_the_failures():
+    from agents.rollout import _blind
+
+    env = GeoPipeEnv("recurring", cost_weight=0.1, job_records=False,
+                     uncertainty={"failure_rate_per_gpu_hour": 0.01}, warmup_workloads=0)
+    env.reset(seed=6)
+    for _ in range(30):  # into the episode: some jobs running, some still to come
+        env.step(int(np.flatnonzero(env.action_masks())[0]))
+    c = sim.allocate(1, env.num_regions, env.core.submit_s.shape[1], env.core.failure_draws.shape[2])
+    for name in sim.FIELDS:
+        np.copyto(getattr(c, name), getattr(env.core, name))
+    _blind(c)
+    n = int(env.core.next_arrival[0])
+    assert 0 < n < int(env.core.n_jobs[0]) and int(c.n_jobs[0]) == n
+    assert np.array_equal(c.iters[0, :n], np.maximum(env.core.pred_iters[0, :n], env.core.done_iters[0, :n]))
+    running = env.core.status[0, :n] == sim.RUNNING
+    assert running.any() and np.isinf(c.fail_s[0, :n][running]).all() and np.isinf(c.failure_draws).all()
+    assert (c.end_s[0, :n][running] >= c.now_s[0]).all()
