@@ -54,6 +54,27 @@ def _blind(c: sim.Core) -> None:
     c.end_s[0, :n][running] = np.maximum(end[running], c.now_s[0])
 
 
+def _append_future(c: sim.Core, sample: sim.Core) -> None:
+    """Append to blinded ``c`` the jobs of ``sample`` (another workload of the same scenario,
+    loaded in a core of the same sizes) submitted after ``c``'s clock, as many as ``c`` has
+    rows left: a sampled future of arrivals, each as long as the scheduler would be told (its
+    prediction; its configured length under a retrieval predictor, which predicts on arrival),
+    without failures."""
+    n, rows = int(c.n_jobs[0]), c.submit_s.shape[1]
+    future = np.flatnonzero(sample.submit_s[0, : int(sample.n_jobs[0])] > c.now_s[0])[: rows - n]
+    m = future.size
+    new = slice(n, n + m)
+    for name in sim.LOADED_FIELDS:  # the rows beyond n are unarrived jobs: their dynamic state is still its reset
+        getattr(c, name)[0, new] = getattr(sample, name)[0, future]
+    c.metadata_vec[0, new] = sample.metadata_vec[0, future]
+    told = sample.full_iters if c.predictor_mode[0] == sim.PRED_RETRIEVAL else sample.pred_iters
+    c.iters[0, new] = told[0, future]
+    c.full_iters[0, new] = told[0, future]
+    c.failure_draws[0, new] = np.inf
+    c.k_target_max[0] = max(int(c.k_target_max[0]), int(sample.k_target_max[0]))
+    c.n_jobs[0] = n + m
+
+
 def _objective(core: sim.Core, cost_weight: float) -> float:
     s = episode_summary(core, 0)
     return int(core.n_jobs[0]) * s["avg_jct_h"] + cost_weight * s["total_cost"]
@@ -64,15 +85,21 @@ class RolloutScheduler:
     ``bases``, each run as ``geo_gym.simulate`` runs it (the whole queue in view)."""
 
     def __init__(self, env: GeoPipeEnv, bases: list[FixedPolicy], cost_weight: float, depth: int = 1,
-                 clairvoyant: bool = True):
+                 clairvoyant: bool = True, futures: int = 0, seed: int = 0):
         if not bases:
             raise ValueError("a rollout needs at least one base policy")
         if isinstance(depth, bool) or int(depth) != depth or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
         if not clairvoyant and depth > 1:
             raise ValueError("a blind rollout (clairvoyant=False) has depth 1")
+        if isinstance(futures, bool) or int(futures) != futures or futures < 0 or (futures and clairvoyant):
+            raise ValueError(f"futures: an integer >= 0, sampled arrivals for a blind rollout only; got {futures!r}")
         self.depth = int(depth)
         self.clairvoyant = bool(clairvoyant)
+        self.futures = int(futures)
+        self._future_seeds = np.random.default_rng(seed)  # the same sampled futures for every candidate
+        self._samples: list[sim.Core] = []
+        self._sample: sim.Core | None = None
         self.env = env
         self.bases = list(bases)
         self.cost_weight = float(cost_weight)
@@ -88,8 +115,30 @@ class RolloutScheduler:
         valid = np.flatnonzero(self.env.action_masks())
         if valid.size == 1:
             return int(valid[0])
-        values = [self._finish(int(a)) for a in valid]
+        if not self.futures:
+            values = [self._finish(int(a)) for a in valid]
+        else:  # the mean over sampled futures, the same ones for every candidate
+            values = np.zeros(valid.size)
+            for sample in self._draw_futures():
+                self._sample = sample
+                values += [self._finish(int(a)) for a in valid]
+            self._sample = None
         return int(valid[int(np.argmin(values))])
+
+    def _draw_futures(self) -> list[sim.Core]:
+        """``futures`` workloads of the env's scenario, each loaded into a core of its own."""
+        from geo_gym import loading
+
+        env = self.env
+        sizes = sim._sizes(env.core)
+        while len(self._samples) < self.futures:
+            self._samples.append(sim.allocate(1, env.num_regions, sizes["J"], sizes["A"], sizes["S"], sizes["D"]))
+        unc = env.uncertainty
+        for core in self._samples:
+            seed = int(self._future_seeds.integers(0, 2**31 - 1))
+            loading._load(core, 0, env._checked_scenario(seed), np.random.default_rng(seed), unc,
+                          loading._derived(unc), [])
+        return self._samples
 
     def _finish(self, action: int | None) -> float:
         if self.depth > 1 and action is not None:
@@ -118,6 +167,8 @@ class RolloutScheduler:
         _copy_into(c, env.core)
         if not self.clairvoyant:
             _blind(c)
+            if self._sample is not None:
+                _append_future(c, self._sample)
         if action is not None:
             if action == env.wait_action:
                 sim.advance(c, 0)
@@ -135,7 +186,7 @@ class RolloutScheduler:
 
 
 def rollout_episode(scenario, seed: int, bases: list[str], cost_weight: float, scenario_kwargs=None,
-                    env_kwargs=None, depth: int = 1, clairvoyant: bool = True) -> dict:
+                    env_kwargs=None, depth: int = 1, clairvoyant: bool = True, futures: int = 0) -> dict:
     """One episode (workload ``seed``) of the rollout policy of ``depth`` over the base
     policies ``bases`` (names "<order>+<rule>"); its summary, with ``num_jobs``, the number of
     rollouts (base policies run to the end) and the objective."""
@@ -145,7 +196,7 @@ def rollout_episode(scenario, seed: int, bases: list[str], cost_weight: float, s
         raise ValueError(f"unknown base policy {unknown}; the order x rule policies: {sorted(policies)}")
     env = GeoPipeEnv(scenario, scenario_kwargs, cost_weight=cost_weight, job_records=False, **(env_kwargs or {}))
     env.reset(seed=int(seed))
-    scheduler = RolloutScheduler(env, [policies[b] for b in bases], cost_weight, depth, clairvoyant)
+    scheduler = RolloutScheduler(env, [policies[b] for b in bases], cost_weight, depth, clairvoyant, futures, seed)
     while True:
         _, _, terminated, truncated, info = env.step(scheduler.act())
         if terminated:

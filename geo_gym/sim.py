@@ -246,6 +246,7 @@ _LOADED = (
     "min_gpus", "b_target_gbps", "t_iter_1gpu_s", "t_iter_target_s", "pred_iters",
     "failure_draws", "repair_h", "handler_u", "end_kind_u", "tracker_sees", "tracker_frac_noise", "tracker_step_noise",
 )
+LOADED_FIELDS = _LOADED  # (public: the per-job columns an episode's load writes)
 _FILL_OF = {f.name: f.fill for f in state.LOADED + draws.FIELDS}
 if sorted(_LOADED) != sorted(_FILL_OF):  # a column added to state.py or draws.py must be written here too
     raise ImportError(f"sim._load_episode writes {sorted(_LOADED)}, the loaded fields are {sorted(_FILL_OF)}")

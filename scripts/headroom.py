@@ -16,7 +16,9 @@ and the action that ends best is taken. With --depth 2 (or more) only the rollou
 best fixed policy runs, each candidate finished by the rollout policy of one depth less (a
 deeper search: about 300x the time of depth 1 on `recurring`, a minute an episode). With
 --blind the rollouts know only what a scheduler may (the jobs submitted so far, their predicted
-lengths, no failures to come): a lookahead scheduler one could run, not a yardstick.
+lengths, no failures to come): a lookahead scheduler one could run, not a yardstick; with
+--futures K each candidate is scored by its mean over K sampled futures (other workloads of the
+scenario: their jobs submitted after now, as long as the scheduler would be told).
 
 The rollouts run on the simulator's own state, so they know what the agent's observation hides
 (arrivals to come, the iterations each job really runs, failures): their lead over the best
@@ -61,6 +63,9 @@ parser.add_argument("--depth", type=cli.positive_int, default=1, help="rollouts 
 parser.add_argument("--blind", action="store_true",
                     help="the rollouts know only what a scheduler may: the jobs submitted so far, their predicted "
                          "lengths, no failures to come (agents/rollout.py's _blind); depth 1")
+parser.add_argument("--futures", type=cli.non_negative_int, default=0,
+                    help="with --blind: each candidate's objective is its mean over this many sampled futures (other "
+                         "workloads of the scenario, their jobs submitted after now), the same for every candidate")
 parser.add_argument("--processes", type=cli.positive_int, default=1, help="episodes run in this many processes at once")
 parser.add_argument("--out", type=Path, default=Path("out/headroom"))
 
@@ -86,15 +91,18 @@ def main() -> None:
     rollouts = [("rollout (best fixed)", [best]), ("rollout (all fixed)", list(order_rule_policies()))]
     if args.depth > 1:
         rollouts = [(f"rollout (best fixed, depth {args.depth})", [best])]
+    if args.futures and not args.blind:
+        parser.error("--futures needs --blind (the clairvoyant rollouts know the real future)")
     if args.blind:
         if args.depth > 1:
             parser.error("--blind rollouts have depth 1")
-        rollouts = [(f"{label[:-1]}, blind)", bases) for label, bases in rollouts]
+        sampled = f", {args.futures} sampled futures" if args.futures else ""
+        rollouts = [(f"{label[:-1]}, blind{sampled})", bases) for label, bases in rollouts]
     for label, bases in rollouts:
         t = time.perf_counter()
         episode = partial(rollout_episode, args.scenario, bases=bases, cost_weight=args.cost_weight,
                           scenario_kwargs=args.scenario_kwargs, env_kwargs=env_kwargs, depth=args.depth,
-                          clairvoyant=not args.blind)
+                          clairvoyant=not args.blind, futures=args.futures)
         with ProcessPoolExecutor(args.processes) as pool:
             for seed, run in zip(test, pool.map(episode, test), strict=True):
                 rows.append({"policy": label, "seed": seed, **run})
@@ -103,7 +111,7 @@ def main() -> None:
     reference = runs[runs.policy == f"best fixed ({best})"].set_index("seed")
     summary = {"best_fixed": best, "test_seeds": [test.start, test.stop - 1],
                "validation_seeds": [VALIDATION, VALIDATION + args.seeds - 1], "cost_weight": args.cost_weight,
-               "depth": args.depth, "clairvoyant": not args.blind, "policies": {}}
+               "depth": args.depth, "clairvoyant": not args.blind, "futures": args.futures, "policies": {}}
     lines = []
     for policy, group in runs.groupby("policy", sort=False):
         group = group.set_index("seed").loc[reference.index]

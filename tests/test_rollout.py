@@ -142,3 +142,40 @@ def test_blinding_hides_the_arrivals_to_come_the_true_lengths_and_the_failures()
     running = env.core.status[0, :n] == sim.RUNNING
     assert running.any() and np.isinf(c.fail_s[0, :n][running]).all() and np.isinf(c.failure_draws).all()
     assert (c.end_s[0, :n][running] >= c.now_s[0]).all()
+
+
+def test_sampled_futures_append_another_workloads_later_arrivals():
+    from agents.rollout import _append_future, _blind
+
+    env = GeoPipeEnv("recurring", cost_weight=0.1, job_records=False, uncertainty="realistic", warmup_workloads=0)
+    env.reset(seed=6)
+    while int(env.core.next_arrival[0]) < 20:  # into the episode, with jobs still to come
+        env.step(int(np.flatnonzero(env.action_masks())[0]))
+    sizes = sim._sizes(env.core)
+    c, sample = (sim.allocate(1, env.num_regions, sizes["J"], sizes["A"], sizes["S"], sizes["D"]) for _ in range(2))
+    for name in sim.FIELDS:
+        np.copyto(getattr(c, name), getattr(env.core, name))
+    from geo_gym import loading
+
+    loading._load(sample, 0, env._checked_scenario(123), np.random.default_rng(123), env.uncertainty,
+                  loading._derived(env.uncertainty), [])
+    _blind(c)
+    n = int(c.n_jobs[0])
+    _append_future(c, sample)
+    later = np.flatnonzero(sample.submit_s[0, : int(sample.n_jobs[0])] > c.now_s[0])[: sizes["J"] - n]
+    m = int(c.n_jobs[0]) - n
+    assert m == later.size > 0
+    np.testing.assert_array_equal(c.submit_s[0, n:n + m], sample.submit_s[0, later])
+    np.testing.assert_array_equal(c.iters[0, n:n + m], sample.pred_iters[0, later])  # what the scheduler is told
+    assert (c.status[0, n:n + m] == sim.PENDING_FUTURE).all() and np.isinf(c.failure_draws[0, n:n + m]).all()
+
+
+def test_a_rollout_over_sampled_futures_is_seeded_and_blind_only():
+    kw = {"uncertainty": "realistic", "warmup_workloads": 0, "scenario_kwargs": {"num_jobs": 12}}
+    one = rollout_episode("recurring", 3, ["priority+pathfinder_quarter"], 0.1, kw.pop("scenario_kwargs"),
+                          kw, clairvoyant=False, futures=2)
+    again = rollout_episode("recurring", 3, ["priority+pathfinder_quarter"], 0.1, {"num_jobs": 12}, kw,
+                            clairvoyant=False, futures=2)
+    assert one == again and one["rollouts"] > 0
+    with pytest.raises(ValueError, match="futures"):
+        rollout_episode("recurring", 3, ["priority+pathfinder_quarter"], 0.1, {"num_jobs": 12}, kw, futures=2)
