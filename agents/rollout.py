@@ -24,7 +24,7 @@ import copy
 
 import numpy as np
 
-from agents.protocol import order_rule_policies
+from agents.protocol import objective, order_rule_policies
 from baselines.policies import FixedPolicy
 from geo_gym import fixed, sim
 from geo_gym.env import GeoPipeEnv, episode_summary
@@ -77,7 +77,13 @@ def _append_future(c: sim.Core, sample: sim.Core) -> None:
 
 def _objective(core: sim.Core, cost_weight: float) -> float:
     s = episode_summary(core, 0)
-    return int(core.n_jobs[0]) * s["avg_jct_h"] + cost_weight * s["total_cost"]
+    return objective(s["avg_jct_h"], s["total_cost"], int(core.n_jobs[0]), cost_weight)
+
+
+def _core_like(env: GeoPipeEnv) -> sim.Core:
+    """An empty one-simulation core of ``env``'s sizes."""
+    sizes = sim._sizes(env.core)
+    return sim.allocate(1, env.num_regions, sizes["J"], sizes["A"], sizes["S"], sizes["D"])
 
 
 class RolloutScheduler:
@@ -130,9 +136,8 @@ class RolloutScheduler:
         from geo_gym import loading
 
         env = self.env
-        sizes = sim._sizes(env.core)
         while len(self._samples) < self.futures:
-            self._samples.append(sim.allocate(1, env.num_regions, sizes["J"], sizes["A"], sizes["S"], sizes["D"]))
+            self._samples.append(_core_like(env))
         unc = env.uncertainty
         for core in self._samples:
             seed = int(self._future_seeds.integers(0, 2**31 - 1))
@@ -161,8 +166,7 @@ class RolloutScheduler:
     def _finish_with(self, base: FixedPolicy, action: int | None) -> float:
         env = self.env
         if self._scratch is None or self._scratch.submit_s.shape != env.core.submit_s.shape:
-            sizes = sim._sizes(env.core)
-            self._scratch = sim.allocate(1, env.num_regions, sizes["J"], sizes["A"], sizes["S"], sizes["D"])
+            self._scratch = _core_like(env)
         c = self._scratch
         _copy_into(c, env.core)
         if not self.clairvoyant:
@@ -198,15 +202,13 @@ def rollout_episode(scenario, seed: int, bases: list[str], cost_weight: float, s
     env.reset(seed=int(seed))
     scheduler = RolloutScheduler(env, [policies[b] for b in bases], cost_weight, depth, clairvoyant, futures, seed)
     while True:
-        _, _, terminated, truncated, info = env.step(scheduler.act())
+        _, _, terminated, truncated, _ = env.step(scheduler.act())
         if terminated:
             break
         if truncated:
             raise RuntimeError(f"seed {seed}: the rollout policy's episode was truncated (no progress)")
-    summary = episode_summary(env.core, 0)
-    n = int(env.core.n_jobs[0])
-    return {**summary, "num_jobs": n, "rollouts": scheduler.rollouts,
-            "objective": n * summary["avg_jct_h"] + cost_weight * summary["total_cost"]}
+    return {**episode_summary(env.core, 0), "num_jobs": int(env.core.n_jobs[0]), "rollouts": scheduler.rollouts,
+            "objective": _objective(env.core, cost_weight)}
 
 
 def collect(bases: list[FixedPolicy], steps: int, scenario, scenario_kwargs=None, seed: int = 0,

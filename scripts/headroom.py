@@ -76,6 +76,10 @@ VALIDATION = HELD_OUT + 20_000
 def main() -> None:
     args = parser.parse_args()
     args.uncertainty = cli.parse_uncertainty(parser, args)
+    if args.futures and not args.blind:
+        parser.error("--futures needs --blind (the clairvoyant rollouts know the real future)")
+    if args.blind and args.depth > 1:
+        parser.error("--blind rollouts have depth 1")
     env_kwargs = {"uncertainty": args.uncertainty, "warmup_workloads": args.warmup_workloads,
                   "start_rule": args.start_rule, "window": args.window}
     fixed_kwargs = {k: v for k, v in env_kwargs.items() if k != "window"}  # fixed policies see the whole queue
@@ -91,11 +95,7 @@ def main() -> None:
     rollouts = [("rollout (best fixed)", [best]), ("rollout (all fixed)", list(order_rule_policies()))]
     if args.depth > 1:
         rollouts = [(f"rollout (best fixed, depth {args.depth})", [best])]
-    if args.futures and not args.blind:
-        parser.error("--futures needs --blind (the clairvoyant rollouts know the real future)")
     if args.blind:
-        if args.depth > 1:
-            parser.error("--blind rollouts have depth 1")
         sampled = f", {args.futures} sampled futures" if args.futures else ""
         rollouts = [(f"{label[:-1]}, blind{sampled})", bases) for label, bases in rollouts]
     for label, bases in rollouts:

@@ -81,6 +81,10 @@ def test_headroom_script_writes_the_protocols_ratios(tmp_path):
     bad = subprocess.run([sys.executable, "scripts/headroom.py", "--seeds", "0"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--seeds" in bad.stderr and "Traceback" not in bad.stderr
+    # a bad combination is refused at once, before any policy runs
+    bad = subprocess.run([sys.executable, "scripts/headroom.py", "--futures", "2"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--futures needs --blind" in bad.stderr and "best fixed" not in bad.stdout
 
 
 def test_rollout_demonstrations_replay_to_their_returns():
