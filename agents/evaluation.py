@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from geo_gym.runner import simulate
+from geo_gym.runner import summarize
 
 METRICS = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "avg_wait_h", "makespan_h", "total_cost", "failures")
 REFERENCE = "bace_pipe"
@@ -41,9 +41,9 @@ def evaluate(policies: dict, scenario, seeds, scenario_kwargs=None, env_kwargs=N
     rows = []
     for name, policy in policies.items():
         for seed, workload in zip(seeds, workloads, strict=True):
-            res = simulate(workload, policy, seed=int(seed), scenario_kwargs=scenario_kwargs, env_kwargs=env_kwargs)
-            rows.append({"policy": name, "seed": int(seed), **{m: res.summary[m] for m in METRICS},
-                         "num_jobs": res.summary["num_jobs"]})
+            summary = summarize(workload, policy, seed=int(seed), scenario_kwargs=scenario_kwargs, env_kwargs=env_kwargs)
+            rows.append({"policy": name, "seed": int(seed), **{m: summary[m] for m in METRICS},
+                         "num_jobs": summary["num_jobs"]})
     return pd.DataFrame(rows)
 
 

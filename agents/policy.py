@@ -8,12 +8,30 @@ deterministic unmasked policy could repeat an invalid action at an instant with 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
 import torch
 
 from baselines.policies import RandomPolicy
+
+
+@contextmanager
+def unvalidated_distributions() -> Iterator[None]:
+    """torch.distributions without their argument checks while the block runs (torch's own
+    switch, ``Distribution.set_default_validate_args``; the values are the same). The checks
+    are a tenth of a PPO update of the default run's model, and sb3-contrib's
+    ``MaskableCategorical`` repeats them on every mask, where they can reject a softmax whose
+    float32 sum drifted (sb3-contrib issue #322). A NaN still stops training (sampling raises)
+    and ``AgentPolicy.predict`` (its own check)."""
+    before = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(before)
 
 
 class AgentPolicy:
@@ -31,10 +49,12 @@ class AgentPolicy:
         single = obs.ndim == 1
         batch = obs[None] if single else obs
         masks = np.stack([RandomPolicy.mask(row, self.num_regions) for row in batch])
-        with torch.no_grad():
+        with torch.no_grad(), unvalidated_distributions():
             tensor, _ = self.model.policy.obs_to_tensor(batch)
             dist = self.model.policy.get_distribution(tensor).distribution
             logits = dist.logits.cpu().numpy()
+        if np.isnan(logits).any():
+            raise ValueError(f"{self.name}: the model's action logits are NaN (a diverged or corrupt checkpoint)")
         logits = np.where(masks, logits, -np.inf)
         if deterministic:
             actions = logits.argmax(axis=1)

@@ -311,6 +311,13 @@ def train_run(
     import torch
 
     torch.set_num_threads(s.torch_threads)  # before any torch work
+    from agents.policy import unvalidated_distributions
+
+    with unvalidated_distributions():
+        return _train_run(s, run, resume, progress_bar, on_checkpoint, log)
+
+
+def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on_checkpoint, log) -> dict:
     import numpy as np
     import pandas as pd
 

@@ -1,4 +1,5 @@
-"""``simulate``: run a whole workload under a policy and tabulate the outcome.
+"""``simulate``: run a whole workload under a policy and tabulate the outcome
+(``summarize``: the same run, its summary alone).
 
 Fixed policies that expose ``order_code`` and ``rule_code`` (``baselines``) take the compiled
 fast path (``fixed.run_fixed_policy``: no RL step overhead). Anything else with an SB3-style
@@ -24,6 +25,7 @@ from geo_gym import fixed, sim
 from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_arrays, episode_summary, path_lists
 from geo_gym.loading import start_episode
 from geo_gym.scenarios import Scenario, scenario_factory
+from geo_gym.state import SECONDS_PER_HOUR
 
 if TYPE_CHECKING:
     from geo_gym.render import ScheduleLog
@@ -34,11 +36,6 @@ class SimResult:
     jobs: pd.DataFrame  # one row per job
     summary: dict  # avg_jct_h, p50/p99_jct_h, avg_wait_h, makespan_h, total_cost, ...
     schedule: ScheduleLog | None = None  # every attempt, with simulate(..., record=True)
-
-
-def _result(core: sim.Core, jobs: list, scen: Scenario, extra: dict | None = None,
-            schedule: ScheduleLog | None = None) -> SimResult:
-    return _table(*_collect(core, jobs, scen), extra, schedule)
 
 
 _PATH_COLUMNS = ("path", "gpus_per_region")
@@ -61,12 +58,20 @@ def _table(columns: dict, summary: dict, extra: dict | None = None,
         for key, values in path_lists(flat).items():
             table.insert(names.index(key), key, np.fromiter(values, dtype=object, count=len(table)))
         del flat
-    jobs = len(table)
-    summary["p50_jct_h"] = float(table["jct_h"].quantile(0.5))
-    summary["p99_jct_h"] = float(table["jct_h"].quantile(0.99))
-    summary["num_jobs"] = jobs
+    return SimResult(table, _with_quantiles(summary, table["jct_h"].to_numpy(), extra), schedule)
+
+
+def _with_quantiles(summary: dict, jct_h: np.ndarray, extra: dict | None) -> dict:
+    """``summary`` with the median and 99th percentile JCT and the job count (then ``extra``):
+    ``np.quantile`` of the finite JCTs, which is what pandas' ``Series.quantile`` computes
+    (NaN when no job has one)."""
+    known = jct_h[~np.isnan(jct_h)]
+    p50, p99 = np.quantile(known, [0.5, 0.99]).tolist() if len(known) else (np.nan, np.nan)
+    summary["p50_jct_h"] = p50
+    summary["p99_jct_h"] = p99
+    summary["num_jobs"] = len(jct_h)
     summary.update(extra or {})
-    return SimResult(table, summary, schedule)
+    return summary
 
 
 def _run_fixed_recorded(core: sim.Core, policy, window: int, strict: bool, schedule: ScheduleLog) -> bool:
@@ -100,6 +105,33 @@ def simulate(
     warmup_scenario, start_rule); a
     policy with an ``uncertainty`` dict (e.g. schedmate_sjf) overrides those fields.
     ``record``: keep every attempt in ``result.schedule`` (for ``geo_gym.plot_schedule``)."""
+    core, jobs, scen, extra, schedule = _run(scenario, policy, seed, window, scenario_kwargs, env_kwargs, record)
+    columns, summary = _collect(core, jobs, scen)
+    del core  # about 500 B a job that the table no longer needs (a schedule keeps its own reference)
+    return _table(columns, summary, extra, schedule)
+
+
+def summarize(
+    scenario: str | Scenario,
+    policy,
+    seed: int = 0,
+    window: int | None = None,
+    scenario_kwargs: dict | None = None,
+    env_kwargs: dict | None = None,
+) -> dict:
+    """``simulate(...).summary`` without the per-job table: the same numbers (p50/p99 as
+    pandas' ``quantile`` gives them on the table's column), for callers that read only the
+    summary (``agents.evaluation.evaluate``: every policy on every held-out seed), where
+    building the table cost more than the fast path's run."""
+    core, jobs, _, extra, _ = _run(scenario, policy, seed, window, scenario_kwargs, env_kwargs, False)
+    n = len(jobs)
+    jct_h = (core.end_s[0, :n] - core.submit_s[0, :n]) / SECONDS_PER_HOUR  # episode_arrays' column
+    return _with_quantiles(episode_summary(core, 0), jct_h, extra)
+
+
+def _run(scenario, policy, seed, window, scenario_kwargs, env_kwargs, record):
+    """The episode of ``simulate``, run to its end: (core, jobs, scenario, extra summary
+    entries, schedule), its results in env 0 of the core."""
     scenario_kwargs = dict(scenario_kwargs or {})
     env_kwargs = dict(env_kwargs or {})
     unc = as_uncertainty(env_kwargs.get("uncertainty"))
@@ -125,9 +157,7 @@ def simulate(
         if not ok:
             stuck = [jobs[j].name for j in core.pending[0, : core.n_pending[0]]]
             raise Unschedulable(f"policy {policy!r} cannot place jobs {stuck}")
-        columns, summary = _collect(core, jobs, scen)
-        del core  # about 500 B a job that the table no longer needs (a schedule keeps its own reference)
-        return _table(columns, summary, schedule=schedule)
+        return core, jobs, scen, None, schedule
     if window is not None:
         env_kwargs["window"] = window
     # an env that may render keeps the schedule (and draws nothing until asked)
@@ -149,4 +179,4 @@ def simulate(
         ret += reward
         if terminated:
             extra = {"steps": steps, "invalid_actions": invalid, "return": ret}
-            return _result(env.core, env.jobs, env.current_scenario, extra, env.schedule)
+            return env.core, env.jobs, env.current_scenario, extra, env.schedule

@@ -6,7 +6,7 @@ import pytest
 import baselines
 import geo_gym
 from geo_gym.env import GeoPipeEnv
-from geo_gym.runner import simulate
+from geo_gym.runner import simulate, summarize
 
 
 def env_rollout(policy, scenario, seed, **kw):
@@ -195,6 +195,19 @@ def test_simulate_result_table():
     assert res.summary["avg_jct_h"] == pytest.approx(res.jobs["jct_h"].mean())
     assert res.summary["total_cost"] == pytest.approx(res.jobs["cost"].sum())
     assert (res.jobs["gpus"] <= 80).all()
+
+
+@pytest.mark.parametrize("name", ["bace_pipe", "sjf", "random"])  # the fast path and the env's
+@pytest.mark.parametrize("preset", [None, "realistic"])
+def test_summarize_is_simulates_summary(name, preset):
+    # the evaluations read only the summary: it must be the table's to the bit, quantiles included
+    kwargs = {"scenario_kwargs": {"num_regions": 5, "num_jobs": 30},
+              "env_kwargs": {"uncertainty": preset, "warmup_workloads": 1}}
+    full = simulate("random", baselines.make(name), seed=3, **kwargs)
+    alone = summarize("random", baselines.make(name), seed=3, **kwargs)
+    assert alone == full.summary
+    assert alone["p99_jct_h"] == full.jobs["jct_h"].quantile(0.99)
+    assert alone["p50_jct_h"] == full.jobs["jct_h"].median()
 
 
 def test_benchmark_quick_runs(tmp_path):

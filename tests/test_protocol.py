@@ -18,13 +18,13 @@ def test_best_fixed_is_chosen_on_the_validation_seeds_only(monkeypatch):
     from agents import evaluation
 
     seen = []
-    real = evaluation.simulate
+    real = evaluation.summarize
 
     def spy(scenario, policy, seed, **kwargs):
         seen.append(seed)
         return real(scenario, policy, seed=seed, **kwargs)
 
-    monkeypatch.setattr(evaluation, "simulate", spy)
+    monkeypatch.setattr(evaluation, "summarize", spy)
     best, means = protocol.select_best_fixed("paper-default", [11, 12], cost_weight=0.1)
     assert set(seen) == {11, 12}  # never a test seed
     assert best == means["validation_objective"].idxmin() and len(means) == 3 * len(RULE_NAMES)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.policy import AgentPolicy
+from agents.policy import AgentPolicy, unvalidated_distributions
 from agents.training import (
     CheckpointError,
     CheckpointLast,
@@ -142,6 +142,22 @@ def test_the_agent_reads_the_layout_of_an_env_with_more_regions_than_the_size_te
     obs = env.reset()
     actions, _ = AgentPolicy(model).predict(obs)
     assert env.action_masks()[np.arange(2), actions].all()
+
+
+def test_distribution_checks_are_off_only_while_training_and_a_nan_policy_is_an_error():
+    import torch
+
+    checks = torch.distributions.Distribution._validate_args
+    with pytest.raises(RuntimeError), unvalidated_distributions():
+        assert torch.distributions.Distribution._validate_args is False
+        raise RuntimeError
+    assert torch.distributions.Distribution._validate_args is checks  # restored, even after an error
+    env = make_vec_env(2, "paper-default", seed=0)
+    model = make_model("maskable-ppo", env, seed=0, tensorboard_log=None, n_steps=32, batch_size=32)
+    with torch.no_grad():
+        model.policy.action_net.bias.fill_(float("nan"))
+    with pytest.raises(ValueError, match="logits are NaN"):
+        AgentPolicy(model).predict(env.reset())
 
 
 def _truncate(path: Path) -> None:
