@@ -147,7 +147,8 @@ def test_result_table_from_arrays_equals_the_lists(unc):
     lists = pd.DataFrame(episode_columns(core, 0, jobs, scen.cluster.names))
     pd.testing.assert_frame_equal(pd.DataFrame(episode_arrays(core, 0, jobs, scen.cluster.names)), lists,
                                   check_exact=True)
-    pd.testing.assert_frame_equal(runner._result(core, jobs, scen).jobs, lists, check_exact=True)
+    columns, summary = runner._collect(core, jobs, scen)
+    pd.testing.assert_frame_equal(runner._table(columns, summary).jobs, lists, check_exact=True)
     assert (lists["failures"] > 0).any() == (unc is not None or bool(jobs.failure_gpu_hours))
 
 
