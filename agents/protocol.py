@@ -1,8 +1,8 @@
 """The evaluation protocol (docs/design.md): a learned agent against the strongest fixed policy
 of its own action space, not only against BACE-Pipe.
 
-Every queue order (FCFS, SJF, BACE-Pipe's Eq. 12 priority) x every placement rule of the env's
-action space is a fixed policy. The best of them is chosen on validation seeds, by the objective
+Every queue order (by default FCFS, SJF and BACE-Pipe's Eq. 12 priority; ``orders`` may add
+Helios' QSSF) x every placement rule of the env's action space is a fixed policy. The best of them is chosen on validation seeds, by the objective
 the agent is trained on (its episode return is minus this over a constant of the workload):
 
     objective = N x avg JCT (h) + cost_weight x total cost ($)
@@ -23,14 +23,30 @@ from agents.evaluation import evaluate
 from baselines.policies import FixedPolicy
 from geo_gym.placement import RULE_NAMES
 
-# QSSF (baselines "qssf") is not among them yet: adding it would re-select the documented
-# best fixed policies (docs/training.md), so it waits for those runs to be redone.
+# The default family. QSSF (baselines "qssf") is not in it yet: it would re-select the best
+# fixed policy of several documented runs (docs/training.md, "Which fixed policies"), so it
+# waits for those runs to be redone; ``orders=ALL_ORDERS`` (--protocol-orders) includes it.
 ORDERS = ("fcfs", "sjf", "priority")
+ALL_ORDERS = ("fcfs", "sjf", "priority", "qssf")
 
 
-def order_rule_policies() -> dict[str, FixedPolicy]:
-    """Every queue order x placement rule, named "<order>+<rule>"."""
-    return {f"{o}+{r}": FixedPolicy(f"{o}+{r}", o, r) for o in ORDERS for r in RULE_NAMES}
+def check_orders(orders: Sequence[str]) -> tuple[str, ...]:
+    """``orders`` as a tuple: one or more distinct names of ``ALL_ORDERS`` (ValueError naming
+    the first that is not)."""
+    orders = tuple(orders)
+    if not orders:
+        raise ValueError(f"give at least one of {', '.join(ALL_ORDERS)}")
+    for i, order in enumerate(orders):
+        if order not in ALL_ORDERS:
+            raise ValueError(f"{order!r} is not a queue order; choose from {', '.join(ALL_ORDERS)}")
+        if order in orders[:i]:
+            raise ValueError(f"{order!r} is given twice")
+    return orders
+
+
+def order_rule_policies(orders: Sequence[str] = ORDERS) -> dict[str, FixedPolicy]:
+    """Every queue order of ``orders`` x placement rule, named "<order>+<rule>"."""
+    return {f"{o}+{r}": FixedPolicy(f"{o}+{r}", o, r) for o in check_orders(orders) for r in RULE_NAMES}
 
 
 def objective(avg_jct_h: float, total_cost: float, num_jobs: int, cost_weight: float) -> float:
@@ -50,10 +66,11 @@ def run_objectives(policies: dict, scenario, seeds: Sequence[int], cost_weight: 
 
 
 def select_best_fixed(scenario, validation_seeds: Sequence[int], cost_weight: float,
-                      scenario_kwargs=None, env_kwargs=None) -> tuple[str, pd.DataFrame]:
+                      scenario_kwargs=None, env_kwargs=None, orders: Sequence[str] = ORDERS) -> tuple[str, pd.DataFrame]:
     """(name, per-policy mean objective on ``validation_seeds``) of the order x rule policy
-    with the lowest mean objective there (ties: the earlier in ``order_rule_policies``)."""
-    runs = run_objectives(order_rule_policies(), scenario, validation_seeds, cost_weight,
+    (an order of ``orders``) with the lowest mean objective there (ties: the earlier in
+    ``order_rule_policies``)."""
+    runs = run_objectives(order_rule_policies(orders), scenario, validation_seeds, cost_weight,
                           scenario_kwargs, env_kwargs)
     means = runs.groupby("policy", sort=False)["objective"].mean()
     return str(means.idxmin()), means.rename("validation_objective").to_frame()

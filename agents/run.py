@@ -35,7 +35,12 @@ HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded w
 # The options that define a run: resuming must not change them.
 SETTINGS = ("scenario", "scenario_kwargs", "scenario_grid", "algo", "features", "num_envs", "seed", "cost_weight", "window",
             "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate", "ent_coef", "clip_range",
-            "bc_steps", "bc_epochs", "bc_teacher", "bc_learning_rate", "trace", "trace_kind", "window_days", "train_fraction", "max_jobs")
+            "bc_steps", "bc_epochs", "bc_teacher", "bc_learning_rate", "trace", "trace_kind", "window_days", "train_fraction", "max_jobs",
+            "protocol_orders")
+# agents.protocol.ORDERS and ALL_ORDERS (not imported here: the flags answer at once; a test
+# checks they agree)
+PROTOCOL_ORDERS = ("fcfs", "sjf", "priority")
+ALL_PROTOCOL_ORDERS = ("fcfs", "sjf", "priority", "qssf")
 
 
 class RunError(RuntimeError):
@@ -77,6 +82,7 @@ class TrainSettings:
     window_days: float = 1.0
     train_fraction: float = 0.7
     max_jobs: int = 300
+    protocol_orders: list = field(default_factory=lambda: list(PROTOCOL_ORDERS))
 
     @classmethod
     def of(cls, options) -> TrainSettings:
@@ -130,6 +136,11 @@ def add_arguments(parser) -> None:
                              'policy (e.g. priority+pathfinder_quarter) or a baseline name')
     parser.add_argument("--bc-learning-rate", type=cli.finite_positive, default=d.bc_learning_rate,
                         help="Adam's step size while cloning (default: --learning-rate); PPO then runs at --learning-rate")
+    parser.add_argument("--protocol-orders", nargs="+", choices=ALL_PROTOCOL_ORDERS, default=list(d.protocol_orders),
+                        metavar="ORDER",
+                        help=f"the queue orders of the protocol's fixed policies (each x every placement rule), "
+                             f"among which the best fixed policy is chosen: {', '.join(ALL_PROTOCOL_ORDERS)} "
+                             f"(default: {' '.join(PROTOCOL_ORDERS)}; agents/protocol.py)")
     trace = parser.add_argument_group("training on a trace (traces/windows.py, docs/training.md)")
     trace.add_argument("--trace", metavar="PATH", default=d.trace,
                        help="train on windows of the trace's first --train-fraction, evaluate on later ones; "
@@ -324,7 +335,7 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
     import baselines
     from agents.evaluation import comparison_table, evaluate
     from agents.policy import AgentPolicy
-    from agents.protocol import order_rule_policies, paired_ratio, select_best_fixed, with_objective
+    from agents.protocol import ALL_ORDERS, check_orders, order_rule_policies, paired_ratio, select_best_fixed, with_objective
     from agents.training import (
         PPO_KWARGS,
         CheckpointError,
@@ -340,9 +351,13 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
         previous_path,
     )
 
+    try:
+        orders = check_orders(s.protocol_orders)
+    except ValueError as err:
+        raise RunError(f"--protocol-orders: {err}") from None
     named_teacher = None
     if s.bc_teacher not in ("best", "rollout"):
-        combos = order_rule_policies()
+        combos = order_rule_policies(ALL_ORDERS)
         if s.bc_teacher in combos:
             named_teacher = combos[s.bc_teacher]
         elif s.bc_teacher in baselines.names():
@@ -395,9 +410,9 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
     # training: the held-out evaluations and the final table compare with it, and behaviour
     # cloning may imitate it
     (test, final_seeds), (validation, validation_seeds) = w.test, w.validation
-    best, _ = select_best_fixed(validation, validation_seeds, s.cost_weight, w.held_out_kwargs, env_kwargs)
+    best, _ = select_best_fixed(validation, validation_seeds, s.cost_weight, w.held_out_kwargs, env_kwargs, orders)
     best_row = f"best fixed ({best})"
-    best_policy = order_rule_policies()[best]
+    best_policy = order_rule_policies(orders)[best]
     cloned = s.bc_steps > 0 and not resume
     if cloned:
         behaviour_clone(model, named_teacher or best_policy, s, w, env_kwargs, run, log)
@@ -441,7 +456,8 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
     paired = paired_ratio(per_seed["objective"]["agent"].to_numpy(), per_seed["objective"][best_row].to_numpy(),
                           seed=s.seed)
     protocol = {
-        "best_fixed": best, "validation_seeds": [validation_seeds.start, validation_seeds.stop - 1],
+        "best_fixed": best, "orders": list(orders),
+        "validation_seeds": [validation_seeds.start, validation_seeds.stop - 1],
         "test_seeds": [final_seeds.start, final_seeds.stop - 1], "cost_weight": s.cost_weight,
         **w.windows,
         "objective_ratio": paired,

@@ -28,7 +28,7 @@ colour by model, failures marked; the queue and link use over time). The script 
 every file it wrote.
 
 With a checkpoint among the policies, the evaluation follows the protocol of agents/protocol.py:
-every queue order x placement rule of the agent's action space runs on --validation-seeds other
+every queue order (--protocol-orders) x placement rule of the agent's action space runs on --validation-seeds other
 replicates (scenario seeds from --first-seed + 1e6; for a trace, the windows just before the
 evaluated ones), the best of them in the objective the agents are trained on (N x avg JCT +
 --cost-weight x cost) joins the table as "best fixed (<order>+<rule>)", and <out>/protocol.csv
@@ -86,7 +86,7 @@ import pandas as pd
 import baselines
 from agents import scale
 from agents.evaluation import KEY_COLUMNS, METRICS, REFERENCE, add_ratios, rank, ratio_name
-from agents.protocol import order_rule_policies, paired_ratio, with_objective
+from agents.protocol import ALL_ORDERS, ORDERS, check_orders, order_rule_policies, paired_ratio, with_objective
 from geo_gym import cli
 from geo_gym.runner import simulate
 from geo_gym.scenarios import scenario_factory
@@ -134,6 +134,9 @@ parser.add_argument("--validation-seeds", type=cli.non_negative_int, default=10,
                     help="with a checkpoint among --policies: replicates on which the best queue order x "
                          "placement rule is chosen (scenario seeds from --first-seed + 1e6; for a trace, "
                          "the windows just before the evaluated ones); 0: no best-fixed row")
+parser.add_argument("--protocol-orders", nargs="+", choices=ALL_ORDERS, default=list(ORDERS), metavar="ORDER",
+                    help=f"the queue orders of the protocol's fixed policies: {', '.join(ALL_ORDERS)} "
+                         f"(default: {' '.join(ORDERS)})")
 parser.add_argument("--plot", action="store_true",
                     help="also write jct_cdf.png, cost.png and schedule_<policy>.png (each policy's "
                          "schedule on the first replicate)")
@@ -539,7 +542,7 @@ def best_fixed(args, env_kwargs: dict, kwargs: dict, tasks) -> str | None:
     else:
         first = args.first_seed + 1_000_000
         workloads = [(s, args.scenario, None) for s in range(first, first + n)]
-    rows, _, _, _ = run_policies(order_rule_policies(), args.algo, workloads, env_kwargs, kwargs, tasks)
+    rows, _, _, _ = run_policies(order_rule_policies(args.protocol_orders), args.algo, workloads, env_kwargs, kwargs, tasks)
     runs = with_objective(pd.DataFrame(rows).rename(columns={"jobs": "num_jobs"}), args.cost_weight)
     means = runs.groupby("policy", sort=False)["objective"].mean()
     print(f"best fixed on {n} validation replicate(s): {means.idxmin()} (objective {means.min():.4g})")
@@ -582,6 +585,10 @@ def main(args) -> None:
     except ValueError as err:
         fail(str(err))
     try:
+        check_orders(args.protocol_orders)
+    except ValueError as err:
+        fail(f"--protocol-orders: {err}")
+    try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         fail(f"--out {args.out}: {err}")
@@ -622,7 +629,7 @@ def main(args) -> None:
     if agents and args.validation_seeds:
         best = best_fixed(args, env_kwargs, kwargs, tasks)
         if best is not None:
-            policies[f"best fixed ({best})"] = specs[f"best fixed ({best})"] = order_rule_policies()[best]
+            policies[f"best fixed ({best})"] = specs[f"best fixed ({best})"] = order_rule_policies(args.protocol_orders)[best]
     rows, jcts, wall, schedules = run_policies(specs, args.algo, workloads, env_kwargs, kwargs, tasks, args.plot)
     runs = normalise(pd.DataFrame(rows))
     runs.insert(0, "workload", label)

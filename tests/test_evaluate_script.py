@@ -75,6 +75,8 @@ def test_an_empty_window_names_its_days_and_the_first_day_with_a_job(tmp_path):
     (["--seeds", "0"], ["--seeds"]),
     (["--scenario", "nope"], ["--scenario", "nope"]),
     (["--uncertainty", "nope"], ["--uncertainty"]),
+    (["--protocol-orders", "sjf", "sjf"], ["--protocol-orders", "'sjf'", "twice"]),
+    (["--protocol-orders", "lifo"], ["--protocol-orders", "lifo"]),
 ])
 def test_bad_input_is_one_line_naming_the_flag(tmp_path, args, words):
     assert_one_line_error(evaluate(tmp_path, "--policies", "lcf", *args), *words)
@@ -184,9 +186,10 @@ def test_an_agent_is_compared_with_the_best_fixed_policy_chosen_on_other_seeds(t
     env = make_vec_env(1, "paper-fig1", seed=0, window=2)
     make_model("maskable-ppo", env, seed=0, tensorboard_log=None, n_steps=32, batch_size=32).save(str(tmp_path / "a.zip"))
     out = evaluate(tmp_path, "--policies", "a.zip", "--scenario", "paper-fig1", "--window", "2", "--seeds", "3",
-                   "--validation-seeds", "2", "--first-seed", "5")
+                   "--validation-seeds", "2", "--first-seed", "5", "--protocol-orders", "qssf", "fcfs")
     assert out.returncode == 0, out.stderr[-3000:]
     best = re.search(r"best fixed on 2 validation replicate\(s\): (\S+)", out.stdout).group(1)
+    assert best.split("+")[0] in ("qssf", "fcfs")  # among the orders given
     runs = pd.read_csv(tmp_path / "out" / "runs.csv")
     assert sorted(runs.seed.unique()) == [5, 6, 7]  # the validation seeds are others
     assert set(runs.policy) == {"agent (a.zip)", "bace_pipe", f"best fixed ({best})"}

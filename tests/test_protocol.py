@@ -14,6 +14,27 @@ def test_every_order_and_rule_is_a_candidate():
     assert len(names) == 3 * len(RULE_NAMES) and "priority+pathfinder" in names and "sjf+pathfinder_quarter" in names
 
 
+def test_orders_choose_the_family_and_bad_orders_are_named():
+    names = list(protocol.order_rule_policies(("qssf", "fcfs")))
+    assert len(names) == 2 * len(RULE_NAMES) and names[0] == "qssf+pathfinder"
+    assert {name.split("+")[0] for name in names} == {"qssf", "fcfs"}
+    for orders, word in [(("lifo",), "'lifo'"), (("sjf", "sjf"), "twice"), ((), "at least one")]:
+        with pytest.raises(ValueError, match=word):
+            protocol.order_rule_policies(orders)
+
+
+def test_best_fixed_is_chosen_among_the_given_orders():
+    best, means = protocol.select_best_fixed("paper-default", [11], cost_weight=0.1, orders=("qssf",))
+    assert best.startswith("qssf+") and list(means.index) == [f"qssf+{rule}" for rule in RULE_NAMES]
+
+
+def test_the_training_flags_know_the_protocols_orders():
+    # agents/run.py spells them out so that its flags answer without importing the protocol
+    from agents import run
+
+    assert run.PROTOCOL_ORDERS == protocol.ORDERS and run.ALL_PROTOCOL_ORDERS == protocol.ALL_ORDERS
+
+
 def test_best_fixed_is_chosen_on_the_validation_seeds_only(monkeypatch):
     from agents import evaluation
 

@@ -29,7 +29,7 @@ def test_train_script_checkpoints_resumes_and_reports(tmp_path):
     cmd = [
         sys.executable, str(ROOT / "scripts" / "train_ppo.py"), "--name", "t", "--timesteps", "2048",
         "--num-envs", "4", "--n-steps", "128", "--eval-every", "1024", "--checkpoint-every", "512",
-        "--eval-seeds", "2", "--final-seeds", "2", "--no-progress",
+        "--eval-seeds", "2", "--final-seeds", "2", "--no-progress", "--protocol-orders", "qssf", "priority",
     ]
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -39,10 +39,11 @@ def test_train_script_checkpoints_resumes_and_reports(tmp_path):
     assert {"agent", "bace_pipe", "lcf", "random"} <= set(table.index)
     jct_vs = next(c for c in table.columns if c.startswith("jct_vs_"))  # jct_vs_<reference>
     assert table.loc["bace_pipe", jct_vs] == 1.0
-    # the best fixed policy, chosen on validation seeds that are not the test seeds
+    # the best fixed policy, chosen among the given orders on validation seeds that are not the test seeds
     best = [p for p in table.index if p.startswith("best fixed (")]
     protocol = json.loads((run / "protocol.json").read_text())
     assert best == [f"best fixed ({protocol['best_fixed']})"]
+    assert protocol["orders"] == ["qssf", "priority"] and protocol["best_fixed"].split("+")[0] in ("qssf", "priority")
     (v0, v1), (t0, t1) = protocol["validation_seeds"], protocol["test_seeds"]
     assert v1 < t0 or t1 < v0  # disjoint
     assert protocol["objective_ratio"]["seeds"] == 2 and "agent / best fixed" in out.stdout
@@ -69,6 +70,8 @@ def test_train_script_checkpoints_resumes_and_reports(tmp_path):
     assert pd.read_csv(tmp_path / "runs" / "v" / "eval.csv").timesteps.tolist() == [1024, 2048]
     changed = subprocess.run(resume + ["--cost-weight", "0.5"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert changed.returncode != 0 and "--cost-weight 0.5" in changed.stderr
+    changed = subprocess.run(resume[:-2] + ["--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert changed.returncode != 0 and "--protocol-orders ['qssf']" in changed.stderr
 
 
 def test_checkpoint_reload_gives_identical_actions(tmp_path):
