@@ -335,7 +335,14 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
     import baselines
     from agents.evaluation import comparison_table, evaluate
     from agents.policy import AgentPolicy
-    from agents.protocol import ALL_ORDERS, check_orders, order_rule_policies, paired_ratio, select_best_fixed, with_objective
+    from agents.protocol import (
+        ALL_ORDERS,
+        check_orders,
+        order_rule_policies,
+        paired_ratio,
+        select_best_fixed,
+        with_objective,
+    )
     from agents.training import (
         PPO_KWARGS,
         CheckpointError,

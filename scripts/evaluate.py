@@ -86,7 +86,14 @@ import pandas as pd
 import baselines
 from agents import scale
 from agents.evaluation import KEY_COLUMNS, METRICS, REFERENCE, add_ratios, rank, ratio_name
-from agents.protocol import ALL_ORDERS, ORDERS, check_orders, order_rule_policies, paired_ratio, with_objective
+from agents.protocol import (
+    ALL_ORDERS,
+    ORDERS,
+    check_orders,
+    order_rule_policies,
+    paired_ratio,
+    with_objective,
+)
 from geo_gym import cli
 from geo_gym.runner import simulate
 from geo_gym.scenarios import scenario_factory
