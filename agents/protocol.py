@@ -1,8 +1,8 @@
 """The evaluation protocol (docs/design.md): a learned agent against the strongest fixed policy
 of its own action space, not only against BACE-Pipe.
 
-Every queue order (by default FCFS, SJF and BACE-Pipe's Eq. 12 priority; ``orders`` may add
-Helios' QSSF) x every placement rule of the env's action space is a fixed policy. The best of them is chosen on validation seeds, by the objective
+Every queue order (FCFS, SJF, BACE-Pipe's Eq. 12 priority and Helios' QSSF; ``orders`` may
+name fewer) x every placement rule of the env's action space is a fixed policy. The best of them is chosen on validation seeds, by the objective
 the agent is trained on (its episode return is minus this over a constant of the workload):
 
     objective = N x avg JCT (h) + cost_weight x total cost ($)
@@ -23,11 +23,10 @@ from agents.evaluation import evaluate
 from baselines.policies import FixedPolicy
 from geo_gym.placement import RULE_NAMES
 
-# The default family. QSSF (baselines "qssf") is not in it yet: it would re-select the best
-# fixed policy of several documented runs (docs/training.md, "Which fixed policies"), so it
-# waits for those runs to be redone; ``orders=ALL_ORDERS`` (--protocol-orders) includes it.
-ORDERS = ("fcfs", "sjf", "priority")
+# Every queue order of baselines.FixedPolicy, the default family. Documented runs measured
+# before QSSF joined it name ``--protocol-orders fcfs sjf priority`` (docs/training.md).
 ALL_ORDERS = ("fcfs", "sjf", "priority", "qssf")
+ORDERS = ALL_ORDERS
 
 
 def check_orders(orders: Sequence[str]) -> tuple[str, ...]:

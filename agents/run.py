@@ -39,8 +39,8 @@ SETTINGS = ("scenario", "scenario_kwargs", "scenario_grid", "algo", "features", 
             "protocol_orders")
 # agents.protocol.ORDERS and ALL_ORDERS (not imported here: the flags answer at once; a test
 # checks they agree)
-PROTOCOL_ORDERS = ("fcfs", "sjf", "priority")
 ALL_PROTOCOL_ORDERS = ("fcfs", "sjf", "priority", "qssf")
+PROTOCOL_ORDERS = ALL_PROTOCOL_ORDERS
 
 
 class RunError(RuntimeError):

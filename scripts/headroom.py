@@ -43,7 +43,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from agents.protocol import order_rule_policies, paired_ratio, run_objectives, select_best_fixed
+from agents.protocol import (
+    ALL_ORDERS,
+    ORDERS,
+    check_orders,
+    order_rule_policies,
+    paired_ratio,
+    run_objectives,
+    select_best_fixed,
+)
 from agents.rollout import rollout_episode
 from agents.run import HELD_OUT
 from geo_gym import cli
@@ -67,6 +75,8 @@ parser.add_argument("--futures", type=cli.non_negative_int, default=0,
                     help="with --blind: each candidate's objective is its mean over this many sampled futures (other "
                          "workloads of the scenario, their jobs submitted after now), the same for every candidate")
 parser.add_argument("--processes", type=cli.positive_int, default=1, help="episodes run in this many processes at once")
+parser.add_argument("--protocol-orders", nargs="+", choices=ALL_ORDERS, default=list(ORDERS), metavar="ORDER",
+                    help=f"the queue orders of the fixed policies (each x every placement rule): {', '.join(ALL_ORDERS)}")
 parser.add_argument("--out", type=Path, default=Path("out/headroom"))
 
 TEST = HELD_OUT + 10_000  # agents/run.py's test and validation seeds
@@ -80,19 +90,23 @@ def main() -> None:
         parser.error("--futures needs --blind (the clairvoyant rollouts know the real future)")
     if args.blind and args.depth > 1:
         parser.error("--blind rollouts have depth 1")
+    try:
+        orders = check_orders(args.protocol_orders)
+    except ValueError as err:
+        parser.error(f"--protocol-orders: {err}")
     env_kwargs = {"uncertainty": args.uncertainty, "warmup_workloads": args.warmup_workloads,
                   "start_rule": args.start_rule, "window": args.window}
     fixed_kwargs = {k: v for k, v in env_kwargs.items() if k != "window"}  # fixed policies see the whole queue
     try:
         best, validation = select_best_fixed(args.scenario, range(VALIDATION, VALIDATION + args.seeds),
-                                             args.cost_weight, args.scenario_kwargs, fixed_kwargs)
+                                             args.cost_weight, args.scenario_kwargs, fixed_kwargs, orders)
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
     print(f"best fixed policy on {args.seeds} validation seeds: {best}")
     test = range(TEST, TEST + args.seeds)
-    rows = run_objectives({best: order_rule_policies()[best]}, args.scenario, test, args.cost_weight,
+    rows = run_objectives({best: order_rule_policies(orders)[best]}, args.scenario, test, args.cost_weight,
                           args.scenario_kwargs, fixed_kwargs).assign(policy=f"best fixed ({best})").to_dict("records")
-    rollouts = [("rollout (best fixed)", [best]), ("rollout (all fixed)", list(order_rule_policies()))]
+    rollouts = [("rollout (best fixed)", [best]), ("rollout (all fixed)", list(order_rule_policies(orders)))]
     if args.depth > 1:
         rollouts = [(f"rollout (best fixed, depth {args.depth})", [best])]
     if args.blind:

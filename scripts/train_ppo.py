@@ -22,7 +22,7 @@ verify it before it replaces the one before, which is kept as previous.zip), eva
 vs BACE-Pipe during training) and comparison.csv
 (the final table on held-out seeds, which training never sees: seeds >= 1_000_000, with a
 "best fixed" row: the best queue order x placement rule chosen on separate validation seeds,
-agents/protocol.py; --protocol-orders names the orders, by default fcfs sjf priority),
+agents/protocol.py; --protocol-orders names the orders, by default all four: fcfs sjf priority qssf),
 protocol.json (the best fixed policy, the orders it was chosen among, agent / best fixed in the
 trained objective with a bootstrap 95% CI over the paired test seeds),
 curve.png (the eval.csv curves) and settings.json (the options that define the run).

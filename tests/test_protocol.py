@@ -11,7 +11,7 @@ from geo_gym.placement import RULE_NAMES
 
 def test_every_order_and_rule_is_a_candidate():
     names = list(protocol.order_rule_policies())
-    assert len(names) == 3 * len(RULE_NAMES) and "priority+pathfinder" in names and "sjf+pathfinder_quarter" in names
+    assert len(names) == 4 * len(RULE_NAMES) and "priority+pathfinder" in names and "qssf+pathfinder_quarter" in names
 
 
 def test_orders_choose_the_family_and_bad_orders_are_named():
@@ -48,7 +48,7 @@ def test_best_fixed_is_chosen_on_the_validation_seeds_only(monkeypatch):
     monkeypatch.setattr(evaluation, "summarize", spy)
     best, means = protocol.select_best_fixed("paper-default", [11, 12], cost_weight=0.1)
     assert set(seen) == {11, 12}  # never a test seed
-    assert best == means["validation_objective"].idxmin() and len(means) == 3 * len(RULE_NAMES)
+    assert best == means["validation_objective"].idxmin() and len(means) == 4 * len(RULE_NAMES)
     # it is the lowest mean objective: recompute one rival by hand
     rival = protocol.run_objectives({"x": protocol.order_rule_policies()["fcfs+lcf"]}, "paper-default", [11, 12], 0.1)
     assert means.loc[best, "validation_objective"] <= rival.objective.mean()
