@@ -26,7 +26,8 @@ fixed policy is an optimistic estimate of what one step of lookahead can gain, a
 the target of beating the best fixed policy, not a scheduler to deploy.
 
 Writes <out>/runs.csv (a row per policy and test seed), <out>/validation.csv (each order x rule
-policy's mean objective on the validation seeds) and <out>/headroom.json: per policy, the ratio
+policy's mean objective on the validation seeds) and <out>/headroom.json: the queue orders the
+fixed policies were drawn from (--protocol-orders, by default all four), and per policy the ratio
 to the best fixed policy in the objective (ratio of the means over the paired test seeds, with
 a seeded bootstrap 95% interval), in avg JCT and in cost. Bad options are one-line errors.
 """
@@ -123,7 +124,7 @@ def main() -> None:
         print(f"{label}: {args.seeds} episodes in {time.perf_counter() - t:.0f} s")
     runs = pd.DataFrame(rows)
     reference = runs[runs.policy == f"best fixed ({best})"].set_index("seed")
-    summary = {"best_fixed": best, "test_seeds": [test.start, test.stop - 1],
+    summary = {"best_fixed": best, "orders": list(orders), "test_seeds": [test.start, test.stop - 1],
                "validation_seeds": [VALIDATION, VALIDATION + args.seeds - 1], "cost_weight": args.cost_weight,
                "depth": args.depth, "clairvoyant": not args.blind, "futures": args.futures, "policies": {}}
     lines = []

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import geo_gym
@@ -69,11 +70,14 @@ def test_headroom_script_writes_the_protocols_ratios(tmp_path):
     out = tmp_path / "hr"
     done = subprocess.run(
         [sys.executable, "scripts/headroom.py", "--scenario", "paper-default", "--uncertainty", "perfect",
-         "--warmup-workloads", "0", "--seeds", "2", "--out", str(out)],
+         "--warmup-workloads", "0", "--seeds", "2", "--protocol-orders", "fcfs", "qssf", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "headroom.json").read_text())
+    assert summary["orders"] == ["fcfs", "qssf"] and summary["best_fixed"].split("+")[0] in ("fcfs", "qssf")
+    validation = pd.read_csv(out / "validation.csv")
+    assert {name.split("+")[0] for name in validation.iloc[:, 0]} == {"fcfs", "qssf"}
     policies = summary["policies"]
     assert set(policies) == {f"best fixed ({summary['best_fixed']})", "rollout (best fixed)", "rollout (all fixed)"}
     assert policies[f"best fixed ({summary['best_fixed']})"]["ratio"] == 1.0
@@ -85,6 +89,9 @@ def test_headroom_script_writes_the_protocols_ratios(tmp_path):
     bad = subprocess.run([sys.executable, "scripts/headroom.py", "--futures", "2"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--futures needs --blind" in bad.stderr and "best fixed" not in bad.stdout
+    bad = subprocess.run([sys.executable, "scripts/headroom.py", "--protocol-orders", "sjf", "sjf"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--protocol-orders: 'sjf' is given twice" in bad.stderr
 
 
 def test_rollout_demonstrations_replay_to_their_returns():
