@@ -23,21 +23,20 @@ from agents.evaluation import evaluate
 from baselines.policies import FixedPolicy
 from geo_gym.placement import RULE_NAMES
 
-# Every queue order of baselines.FixedPolicy, the default family. Documented runs measured
+# Every queue order of baselines.FixedPolicy: the default family. Documented runs measured
 # before QSSF joined it name ``--protocol-orders fcfs sjf priority`` (docs/training.md).
-ALL_ORDERS = ("fcfs", "sjf", "priority", "qssf")
-ORDERS = ALL_ORDERS
+ORDERS = ("fcfs", "sjf", "priority", "qssf")
 
 
 def check_orders(orders: Sequence[str]) -> tuple[str, ...]:
-    """``orders`` as a tuple: one or more distinct names of ``ALL_ORDERS`` (ValueError naming
-    the first that is not)."""
+    """``orders`` as a tuple: one or more distinct names of ``ORDERS`` (ValueError naming the
+    first that is not)."""
     orders = tuple(orders)
     if not orders:
-        raise ValueError(f"give at least one of {', '.join(ALL_ORDERS)}")
+        raise ValueError(f"give at least one of {', '.join(ORDERS)}")
     for i, order in enumerate(orders):
-        if order not in ALL_ORDERS:
-            raise ValueError(f"{order!r} is not a queue order; choose from {', '.join(ALL_ORDERS)}")
+        if order not in ORDERS:
+            raise ValueError(f"{order!r} is not a queue order; choose from {', '.join(ORDERS)}")
         if order in orders[:i]:
             raise ValueError(f"{order!r} is given twice")
     return orders

@@ -24,7 +24,7 @@ import copy
 
 import numpy as np
 
-from agents.protocol import ALL_ORDERS, objective, order_rule_policies
+from agents.protocol import objective, order_rule_policies
 from baselines.policies import FixedPolicy
 from geo_gym import fixed, sim
 from geo_gym.env import GeoPipeEnv, episode_summary
@@ -194,7 +194,7 @@ def rollout_episode(scenario, seed: int, bases: list[str], cost_weight: float, s
     """One episode (workload ``seed``) of the rollout policy of ``depth`` over the base
     policies ``bases`` (names "<order>+<rule>"); its summary, with ``num_jobs``, the number of
     rollouts (base policies run to the end) and the objective."""
-    policies = order_rule_policies(ALL_ORDERS)
+    policies = order_rule_policies()
     unknown = [b for b in bases if b not in policies]
     if unknown:
         raise ValueError(f"unknown base policy {unknown}; the order x rule policies: {sorted(policies)}")

@@ -37,10 +37,8 @@ SETTINGS = ("scenario", "scenario_kwargs", "scenario_grid", "algo", "features", 
             "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate", "ent_coef", "clip_range",
             "bc_steps", "bc_epochs", "bc_teacher", "bc_learning_rate", "trace", "trace_kind", "window_days", "train_fraction", "max_jobs",
             "protocol_orders")
-# agents.protocol.ORDERS and ALL_ORDERS (not imported here: the flags answer at once; a test
-# checks they agree)
-ALL_PROTOCOL_ORDERS = ("fcfs", "sjf", "priority", "qssf")
-PROTOCOL_ORDERS = ALL_PROTOCOL_ORDERS
+# agents.protocol.ORDERS (not imported here: the flags answer at once; a test checks they agree)
+PROTOCOL_ORDERS = ("fcfs", "sjf", "priority", "qssf")
 
 
 class RunError(RuntimeError):
@@ -91,6 +89,16 @@ class TrainSettings:
         return cls(**{k: get(k, v) for k, v in asdict(cls()).items()})
 
 
+def add_protocol_orders(parser) -> None:
+    """``--protocol-orders``, shared by train_ppo.py, evaluate.py and headroom.py: the queue orders
+    whose order x rule policies the best fixed policy is chosen among (agents/protocol.py; a
+    repeated order is refused by ``agents.protocol.check_orders``)."""
+    parser.add_argument("--protocol-orders", nargs="+", choices=PROTOCOL_ORDERS, default=list(PROTOCOL_ORDERS),
+                        metavar="ORDER",
+                        help=f"the queue orders of the protocol's fixed policies (each x every placement rule), "
+                             f"among which the best fixed policy is chosen")
+
+
 def add_arguments(parser) -> None:
     """The flags of a run that scripts/train_ppo.py and scripts/sweep.py share: TrainSettings'
     fields but the seed, the learning rate and the budget (a sweep takes several of each)."""
@@ -136,11 +144,7 @@ def add_arguments(parser) -> None:
                              'policy (e.g. priority+pathfinder_quarter) or a baseline name')
     parser.add_argument("--bc-learning-rate", type=cli.finite_positive, default=d.bc_learning_rate,
                         help="Adam's step size while cloning (default: --learning-rate); PPO then runs at --learning-rate")
-    parser.add_argument("--protocol-orders", nargs="+", choices=ALL_PROTOCOL_ORDERS, default=list(d.protocol_orders),
-                        metavar="ORDER",
-                        help=f"the queue orders of the protocol's fixed policies (each x every placement rule), "
-                             f"among which the best fixed policy is chosen: {', '.join(ALL_PROTOCOL_ORDERS)} "
-                             f"(default: {' '.join(PROTOCOL_ORDERS)}; agents/protocol.py)")
+    add_protocol_orders(parser)
     trace = parser.add_argument_group("training on a trace (traces/windows.py, docs/training.md)")
     trace.add_argument("--trace", metavar="PATH", default=d.trace,
                        help="train on windows of the trace's first --train-fraction, evaluate on later ones; "
@@ -336,7 +340,6 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
     from agents.evaluation import comparison_table, evaluate
     from agents.policy import AgentPolicy
     from agents.protocol import (
-        ALL_ORDERS,
         check_orders,
         order_rule_policies,
         paired_ratio,
@@ -364,7 +367,7 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
         raise RunError(f"--protocol-orders: {err}") from None
     named_teacher = None
     if s.bc_teacher not in ("best", "rollout"):
-        combos = order_rule_policies(ALL_ORDERS)
+        combos = order_rule_policies()
         if s.bc_teacher in combos:
             named_teacher = combos[s.bc_teacher]
         elif s.bc_teacher in baselines.names():

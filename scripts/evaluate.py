@@ -86,14 +86,8 @@ import pandas as pd
 import baselines
 from agents import scale
 from agents.evaluation import KEY_COLUMNS, METRICS, REFERENCE, add_ratios, rank, ratio_name
-from agents.protocol import (
-    ALL_ORDERS,
-    ORDERS,
-    check_orders,
-    order_rule_policies,
-    paired_ratio,
-    with_objective,
-)
+from agents.protocol import check_orders, order_rule_policies, paired_ratio, with_objective
+from agents.run import add_protocol_orders
 from geo_gym import cli
 from geo_gym.runner import simulate
 from geo_gym.scenarios import scenario_factory
@@ -141,9 +135,7 @@ parser.add_argument("--validation-seeds", type=cli.non_negative_int, default=10,
                     help="with a checkpoint among --policies: replicates on which the best queue order x "
                          "placement rule is chosen (scenario seeds from --first-seed + 1e6; for a trace, "
                          "the windows just before the evaluated ones); 0: no best-fixed row")
-parser.add_argument("--protocol-orders", nargs="+", choices=ALL_ORDERS, default=list(ORDERS), metavar="ORDER",
-                    help=f"the queue orders of the protocol's fixed policies: {', '.join(ALL_ORDERS)} "
-                         f"(default: {' '.join(ORDERS)})")
+add_protocol_orders(parser)
 parser.add_argument("--plot", action="store_true",
                     help="also write jct_cdf.png, cost.png and schedule_<policy>.png (each policy's "
                          "schedule on the first replicate)")

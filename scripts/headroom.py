@@ -45,8 +45,6 @@ import numpy as np
 import pandas as pd
 
 from agents.protocol import (
-    ALL_ORDERS,
-    ORDERS,
     check_orders,
     order_rule_policies,
     paired_ratio,
@@ -54,7 +52,7 @@ from agents.protocol import (
     select_best_fixed,
 )
 from agents.rollout import rollout_episode
-from agents.run import HELD_OUT
+from agents.run import HELD_OUT, add_protocol_orders
 from geo_gym import cli
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
@@ -76,8 +74,7 @@ parser.add_argument("--futures", type=cli.non_negative_int, default=0,
                     help="with --blind: each candidate's objective is its mean over this many sampled futures (other "
                          "workloads of the scenario, their jobs submitted after now), the same for every candidate")
 parser.add_argument("--processes", type=cli.positive_int, default=1, help="episodes run in this many processes at once")
-parser.add_argument("--protocol-orders", nargs="+", choices=ALL_ORDERS, default=list(ORDERS), metavar="ORDER",
-                    help=f"the queue orders of the fixed policies (each x every placement rule): {', '.join(ALL_ORDERS)}")
+add_protocol_orders(parser)
 parser.add_argument("--out", type=Path, default=Path("out/headroom"))
 
 TEST = HELD_OUT + 10_000  # agents/run.py's test and validation seeds
