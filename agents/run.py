@@ -95,8 +95,8 @@ def add_protocol_orders(parser) -> None:
     repeated order is refused by ``agents.protocol.check_orders``)."""
     parser.add_argument("--protocol-orders", nargs="+", choices=PROTOCOL_ORDERS, default=list(PROTOCOL_ORDERS),
                         metavar="ORDER",
-                        help=f"the queue orders of the protocol's fixed policies (each x every placement rule), "
-                             f"among which the best fixed policy is chosen")
+                        help="the queue orders of the protocol's fixed policies (each x every placement rule), "
+                             "among which the best fixed policy is chosen")
 
 
 def add_arguments(parser) -> None:
