@@ -139,14 +139,18 @@ def episode_columns(core: sim.Core, e: int, jobs: list, region_names) -> dict[st
     return {key: value if isinstance(value, list) else value.tolist() for key, value in columns.items()}
 
 
-def episode_arrays(core: sim.Core, e: int, jobs: list, region_names, paths: bool = True) -> dict:
+def episode_arrays(core: sim.Core, e: int, jobs: list, region_names, paths: bool = True,
+                   copy: bool = True) -> dict:
     """``episode_columns`` with the numeric columns as numpy arrays (copies, float64 or
     int64: the dtypes a DataFrame gives the lists), the labels as ``label_columns(jobs,
     arrays=True)`` gives them: what ``geo_gym.simulate``'s per-job table is built from,
     without a Python number per cell. With ``paths=False`` the "path" and "gpus_per_region"
     entries are left as ``_PathParts`` (every job's path regions and GPUs, flat, copied out of
-    the core), for ``path_lists`` to turn into the lists once the core is gone."""
+    the core), for ``path_lists`` to turn into the lists once the core is gone. With ``copy=False`` the columns the core
+    holds as they are (cost and iterations) are views of it, for a caller that drops the core
+    and never reuses it (``geo_gym.simulate``: no copy of them beside the whole core)."""
     n = len(jobs)
+    own = np.copy if copy else (lambda a: a)
     submit, start, end = core.submit_s[e, :n], core.start_s[e, :n], core.end_s[e, :n]
     # every job's path entries, flat in job then path order
     plen = core.plen[e, :n]
@@ -160,14 +164,14 @@ def episode_arrays(core: sim.Core, e: int, jobs: list, region_names, paths: bool
         "end_h": end / SECONDS_PER_HOUR,
         "wait_h": (start - submit) / SECONDS_PER_HOUR,
         "jct_h": (end - submit) / SECONDS_PER_HOUR,
-        "cost": core.cost_usd[e, :n].copy(),
+        "cost": own(core.cost_usd[e, :n]),
         "gpus": core.gpus[e, :n].astype(np.int64),
         "path": parts,
         "gpus_per_region": parts,
         "failures": core.n_fail[e, :n].astype(np.int64),
-        "iters": core.iters[e, :n].copy(),  # what it ran (its fate)
-        "configured_iters": core.full_iters[e, :n].copy(),
-        "predicted_iters": core.pred_iters[e, :n].copy(),
+        "iters": own(core.iters[e, :n]),  # what it ran (its fate)
+        "configured_iters": own(core.full_iters[e, :n]),
+        "predicted_iters": own(core.pred_iters[e, :n]),
     }
     return path_lists(columns) if paths else columns
 

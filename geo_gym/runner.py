@@ -14,7 +14,10 @@ the same calls in the same order, so the results are the same to the bit.
 from __future__ import annotations
 
 import copy
+import ctypes
+import platform
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -107,8 +110,33 @@ def simulate(
     ``record``: keep every attempt in ``result.schedule`` (for ``geo_gym.plot_schedule``)."""
     core, jobs, scen, extra, schedule = _run(scenario, policy, seed, window, scenario_kwargs, env_kwargs, record)
     columns, summary = _collect(core, jobs, scen)
-    del core  # about 500 B a job that the table no longer needs (a schedule keeps its own reference)
+    del core  # about 300 B a job that the table no longer needs (a schedule keeps its own reference)
+    if len(jobs) >= RETURN_FREED_JOBS:
+        _return_freed_memory()
     return _table(columns, summary, extra, schedule)
+
+
+# From this many jobs simulate hands the dropped core's memory back to the system before the
+# table is built (docs/performance.md: at 1M jobs the table's peak is 210 MB lower); a call
+# costs up to a few hundred ms on a large heap, nothing an episode of an env would want.
+RETURN_FREED_JOBS = 100_000
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim():
+    """glibc's malloc_trim, or None on other C libraries (the call is then skipped)."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    return ctypes.CDLL("libc.so.6").malloc_trim
+
+
+def _return_freed_memory() -> None:
+    """Return the C allocator's free pages to the system: glibc keeps the pages of freed
+    arrays allocated below its (adaptive) mmap threshold, and the result table built after the
+    core is gone would otherwise sit on top of them."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def summarize(

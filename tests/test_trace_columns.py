@@ -21,7 +21,7 @@ from geo_gym.scenarios import Scenario
 from geo_gym.uncertainty import UncertaintyConfig
 from geo_gym.workload import SpecTable
 from traces import read_trace
-from traces.mapping import MappingOptions, _job_spec, _map_row, map_trace, select_jobs
+from traces.mapping import FRAME_DTYPES, MappingOptions, _job_spec, _map_row, map_trace, select_jobs
 
 DATA = Path(__file__).resolve().parents[1] / "traces" / "data"
 TRACES_DIR = Path(os.environ.get("GEO_GYM_TRACES_DIR")
@@ -45,6 +45,7 @@ def per_job(table: pd.DataFrame, mapped, **options):
     df = pd.DataFrame(rows)
     submit = (sub["submit"].to_numpy() - float(sub["submit"].min())) / opts.compression
     df.insert(2, "submit", submit)
+    df = df.astype(FRAME_DTYPES)  # the mapped table's compact dtypes, same values
     specs = tuple(_job_spec(row, s) for row, s in zip(rows, submit, strict=True))
     scen = mapped.scenario
     return df, Scenario(scen.name, scen.cluster, specs, scen.stage_overhead, scen.start_rule, scen.memory_model)
@@ -203,3 +204,25 @@ def test_bench_traces_tiles_a_trace(tmp_path):
     assert len(tiled) == 700 and tiled.job_id.is_unique and tiled.submit.is_monotonic_increasing
     res = geo_gym.simulate(map_trace(tiled).scenario, baselines.make("bace_pipe"))
     assert row.jobs == len(res.jobs) and row.avg_jct_h == res.summary["avg_jct_h"]
+
+
+def test_simulate_returns_the_cores_memory_on_large_workloads(monkeypatch):
+    """From runner.RETURN_FREED_JOBS jobs on, simulate hands the dropped core's pages back to
+    the system (glibc's malloc_trim) before the table is built; the results do not change."""
+    import platform
+
+    from geo_gym import runner
+
+    mapped = map_trace(read_trace(*SAMPLES[1]))
+    plain = geo_gym.simulate(mapped.scenario, baselines.make("bace_pipe"))
+    calls = []
+    real = runner._return_freed_memory
+    monkeypatch.setattr(runner, "_return_freed_memory", lambda: calls.append(1) or real())
+    monkeypatch.setattr(runner, "RETURN_FREED_JOBS", len(mapped.scenario.jobs))
+    assert_same_results(geo_gym.simulate(mapped.scenario, baselines.make("bace_pipe")), plain)
+    assert calls == [1]
+    monkeypatch.setattr(runner, "RETURN_FREED_JOBS", len(mapped.scenario.jobs) + 1)
+    geo_gym.simulate(mapped.scenario, baselines.make("bace_pipe"))
+    assert calls == [1]
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert runner._malloc_trim() is not None

@@ -150,6 +150,15 @@ def test_size_class_without_a_fitting_model_is_a_clear_error():
                   cluster=Cluster((Region("R", 8, 0.2, 10.0),), gpu=small))
 
 
+def test_a_request_beyond_the_tables_int32_counts_is_a_clear_error():
+    """The mapped table holds GPU counts as int32 (mapping.FRAME_DTYPES): a request that does
+    not fit is refused, naming the job, never wrapped around."""
+    with pytest.raises(ValueError, match=r"job 'j1': requests 2147483648 GPUs, more than 2147483647"):
+        map_trace(table({"duration": 100.0}, {"duration": 100.0, "gpus": 2**31}), target_load=None)
+    ok = map_trace(table({"duration": 100.0}, {"duration": 100.0, "gpus": 2**31 - 1}), target_load=None)
+    assert ok.jobs["max_gpus"].tolist() == [1, 2**31 - 1]
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
 def test_size_class_rejects_bad_requests(bad):
     with pytest.raises(ValueError, match="GPU request"):

@@ -438,6 +438,17 @@ def map_trace(table: pd.DataFrame, options: MappingOptions | None = None, **kwar
     return MappedTrace(scenario, jobs_df, dropped, load, float(scale), source)
 
 
+# The dtypes of the mapped table's columns of a few distinct labels (categories) and of its GPU
+# and layer counts (int32), which _map_columns builds them in: about 110 B a job less than
+# strings and int64 (a 1M-job trace's peak memory, docs/performance.md). The other columns are
+# strings, float64 and objects.
+FRAME_DTYPES = {
+    "state": "category", "model": "category", "end_kind": "category",
+    "user": "category", "vc": "category", "type": "category",
+    **dict.fromkeys(("gpus", "max_gpus", "layers", "memory_min", "kstar", "min_gpus", "stages"), np.int32),
+}
+
+
 def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
                  intra: float) -> tuple[dict, np.ndarray]:
     """The mapped jobs as columns (those of :func:`_map_row`, the per-job rules, in its order)
@@ -447,8 +458,11 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
     needs (names); the planted failures' tuples only for the jobs that have them."""
     n = len(sub)
     job_id = sub["job_id"].to_numpy(dtype=object, copy=True)
-    gpus = sub["gpus"].to_numpy(dtype=np.int64, copy=True)
+    gpus = sub["gpus"].to_numpy(dtype=np.int64)
     request = np.maximum(gpus, 1)  # CPU-only jobs reach here only with gpu_only=False: 1 GPU
+    if int(request.max()) > np.iinfo(np.int32).max:  # the table's counts are int32 (FRAME_DTYPES)
+        i = int(request.argmax())
+        raise ValueError(f"job {job_id[i]!r}: requests {int(request[i])} GPUs, more than {np.iinfo(np.int32).max}")
     # per distinct request, in the order of each one's first job (an error names that job)
     requests, first, which = np.unique(request, return_index=True, return_inverse=True)
     which = which.reshape(-1)
@@ -457,12 +471,13 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
         model, kstar, mem_min, min_gpus, stages, t_iter = _request_plan(
             int(requests[r]), job_id[first[r]], opts, gpu, overhead, intra)
         per_request[r] = (catalog.MODELS.index(model), model.layers, mem_min, kstar, min_gpus, stages, t_iter)
+    # gathered straight into their dtypes (FRAME_DTYPES: the counts int32), one array each
     model_i, layers, mem_min, kstar, min_gpus, stages, t_iter = (
-        np.array(col)[which] for col in zip(*per_request, strict=True)
+        np.array(col, dtype=dtype)[which] for col, dtype in zip(
+            zip(*per_request, strict=True), (np.int64, *[np.int32] * 5, np.float64), strict=True)
     )
-    model_i = model_i.astype(np.int64)
     # per distinct final state
-    state = sub["state"].to_numpy(dtype=object, copy=True)
+    state = sub["state"].to_numpy(dtype=object)  # (a view where it can: read, not kept)
     state_i, states = pd.factorize(state)  # in order of first appearance
     ratios = [fate_rule(str(st), opts.early_end_fraction, opts.interrupted_fraction) for st in states]
     executed_ratio = np.array([e for e, _ in ratios])[state_i]
@@ -493,26 +508,24 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
     columns = {
         "job_id": job_id,
         "name": job_id + ("-" + names[model_i]),
-        "state": state,
-        "gpus": gpus,  # the trace's request (0: a CPU-only job)
-        "max_gpus": request,  # JobSpec.max_gpus
-        "model": names[model_i],
-        "layers": layers.astype(np.int64),  # the most stages pure PP can split it into
-        "memory_min": mem_min.astype(np.int64),  # the fewest GPUs it fits on (geo_gym.memory)
-        "kstar": kstar.astype(np.int64),
-        "min_gpus": min_gpus.astype(np.int64),  # the fewest it may start on (the start rule's)
-        "stages": stages.astype(np.int64),  # G': what every rule aims at (request: min(max_gpus, layers))
+        "state": pd.Categorical(state),
+        "gpus": gpus.astype(np.int32),  # the trace's request (0: a CPU-only job)
+        "max_gpus": request.astype(np.int32),  # JobSpec.max_gpus
+        "model": pd.Categorical(names[model_i]),
+        "layers": layers,  # the most stages pure PP can split it into
+        "memory_min": mem_min,  # the fewest GPUs it fits on (geo_gym.memory)
+        "kstar": kstar,
+        "min_gpus": min_gpus,  # the fewest it may start on (the start rule's)
+        "stages": stages,  # G': what every rule aims at (request: min(max_gpus, layers))
         "t_iter_s": t_iter,
         "duration_s": duration,
         "executed_iters": executed,
         "configured_iters": configured,  # JobSpec.iterations
         "fate_fraction": fate,
-        "end_kind": end_kind,
+        "end_kind": pd.Categorical(end_kind),
         "run_s": executed * t_iter,  # the ideal run of the executed work
         "failure_gpu_hours": hours,
-        "user": sub["user"].to_numpy(dtype=object, copy=True),
-        "vc": sub["vc"].to_numpy(dtype=object, copy=True),
-        "type": sub["type"].to_numpy(dtype=object, copy=True),
+        **{key: pd.Categorical(sub[key].to_numpy(dtype=object)) for key in ("user", "vc", "type")},
     }
     return columns, model_i
 
@@ -543,24 +556,29 @@ def _spec_table(jobs: pd.DataFrame, model_index: np.ndarray) -> workload.SpecTab
     task = per_distinct(lambda t: (t or "train").lower(), typ)
     label = per_distinct(lambda v, t, m: " ".join(x for x in (v, t) if x) or m, vc, typ,
                          jobs["model"].to_numpy(dtype=object))
+    # a few distinct strings per column: categories (1-2 B a job) rather than object arrays (8)
+    user, vc, typ, task, label = (pd.Categorical(c) for c in (text("user"), vc, typ, task, label))
     hours = jobs["failure_gpu_hours"].to_numpy(dtype=object)
     planted = {i: hours[i] for i in np.flatnonzero(pd.notna(hours)).tolist()}
+    max_gpus = jobs["max_gpus"].to_numpy(dtype=np.int64)  # one int64 copy, for both uses
+    kinds = jobs["end_kind"].array  # categories; code -1 where no end kind (END_UNKNOWN)
+    kind_codes = [workload.END_KINDS.get(k, workload.END_UNKNOWN) for k in kinds.categories] + [workload.END_UNKNOWN]
     return workload.SpecTable(
         name=jobs["name"].array,
         model=model_index,
         submit=jobs["submit"].to_numpy(dtype=np.float64),
         iterations=jobs["configured_iters"].to_numpy(dtype=np.float64),
-        max_gpus=jobs["max_gpus"].to_numpy(dtype=np.int64),
+        max_gpus=max_gpus,
         dataset=TRACE_DATASET,
         fate_fraction=jobs["fate_fraction"].to_numpy(dtype=np.float64),
-        end_kind=np.array([workload.END_KINDS.get(k, workload.END_UNKNOWN) for k in jobs["end_kind"]], np.int64),
+        end_kind=np.array(kind_codes, np.int64)[kinds.codes],
         failure_gpu_hours=planted,
         metadata={
-            "user": text("user"),
+            "user": user,
             "vc": vc,
             "type": typ,
             "task": task,
-            "gpus": jobs["max_gpus"].to_numpy(dtype=np.int64),
+            "gpus": max_gpus,
             "name": label,
             "trace_id": jobs["job_id"].array,
         },
