@@ -146,12 +146,15 @@ def episode_arrays(core: sim.Core, e: int, jobs: list, region_names, paths: bool
     arrays=True)`` gives them: what ``geo_gym.simulate``'s per-job table is built from,
     without a Python number per cell. With ``paths=False`` the "path" and "gpus_per_region"
     entries are left as ``_PathParts`` (every job's path regions and GPUs, flat, copied out of
-    the core), for ``path_lists`` to turn into the lists once the core is gone. With ``copy=False`` the columns the core
-    holds as they are (cost and iterations) are views of it, for a caller that drops the core
-    and never reuses it (``geo_gym.simulate``: no copy of them beside the whole core)."""
+    the core), for ``path_lists`` to turn into the lists once the core is gone. With ``copy=False``
+    the columns the core holds as they are (cost and iterations) are views of it and the hour
+    columns are left as ``_Hours`` (views of its submit, start and end seconds) for
+    ``hour_columns`` to compute: for a caller that drops the core, never to reuse it, before
+    it builds the table (``geo_gym.simulate``: no copy of those beside the whole core)."""
     n = len(jobs)
     own = np.copy if copy else (lambda a: a)
     submit, start, end = core.submit_s[e, :n], core.start_s[e, :n], core.end_s[e, :n]
+    hours = _Hours(submit, start, end)
     # every job's path entries, flat in job then path order
     plen = core.plen[e, :n]
     on_path = np.arange(core.path.shape[2]) < plen[:, None]
@@ -159,11 +162,7 @@ def episode_arrays(core: sim.Core, e: int, jobs: list, region_names, paths: bool
     parts = _PathParts(regions, core.alloc[e, np.nonzero(on_path)[0], regions], plen.copy(), tuple(region_names))
     columns = {
         **label_columns(jobs, arrays=True),
-        "submit_h": submit / SECONDS_PER_HOUR,
-        "start_h": start / SECONDS_PER_HOUR,
-        "end_h": end / SECONDS_PER_HOUR,
-        "wait_h": (start - submit) / SECONDS_PER_HOUR,
-        "jct_h": (end - submit) / SECONDS_PER_HOUR,
+        **(dict.fromkeys(_HOUR_KEYS, hours) if not copy else hour_columns(dict.fromkeys(_HOUR_KEYS, hours))),
         "cost": own(core.cost_usd[e, :n]),
         "gpus": core.gpus[e, :n].astype(np.int64),
         "path": parts,
@@ -174,6 +173,31 @@ def episode_arrays(core: sim.Core, e: int, jobs: list, region_names, paths: bool
         "predicted_iters": own(core.pred_iters[e, :n]),
     }
     return path_lists(columns) if paths else columns
+
+
+_HOUR_KEYS = ("submit_h", "start_h", "end_h", "wait_h", "jct_h")
+
+
+class _Hours(NamedTuple):
+    submit: np.ndarray  # seconds, each job's
+    start: np.ndarray
+    end: np.ndarray
+
+
+def hour_columns(columns: dict) -> dict:
+    """``columns`` with its ``_Hours`` entries (``episode_arrays(..., copy=False)``) as the
+    hour columns, in place."""
+    hours = columns.get("submit_h")
+    if isinstance(hours, _Hours):
+        submit, start, end = hours
+        columns.update({
+            "submit_h": submit / SECONDS_PER_HOUR,
+            "start_h": start / SECONDS_PER_HOUR,
+            "end_h": end / SECONDS_PER_HOUR,
+            "wait_h": (start - submit) / SECONDS_PER_HOUR,
+            "jct_h": (end - submit) / SECONDS_PER_HOUR,
+        })
+    return columns
 
 
 class _PathParts(NamedTuple):

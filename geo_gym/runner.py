@@ -25,7 +25,14 @@ import pandas as pd
 from gymnasium.utils import seeding
 
 from geo_gym import fixed, sim
-from geo_gym.env import GeoPipeEnv, as_uncertainty, episode_arrays, episode_summary, path_lists
+from geo_gym.env import (
+    GeoPipeEnv,
+    as_uncertainty,
+    episode_arrays,
+    episode_summary,
+    hour_columns,
+    path_lists,
+)
 from geo_gym.loading import start_episode
 from geo_gym.scenarios import Scenario, scenario_factory
 from geo_gym.state import SECONDS_PER_HOUR
@@ -46,14 +53,16 @@ _PATH_COLUMNS = ("path", "gpus_per_region")
 
 def _collect(core: sim.Core, jobs: list, scen: Scenario) -> tuple[dict, dict]:
     """(the per-job columns, the summary) of env 0's finished episode: all the result needs
-    of the core (compact copies: the paths flat, ``env.episode_arrays(paths=False)``), which
-    the caller may then drop before the table is built."""
-    return episode_arrays(core, 0, jobs, scen.cluster.names, paths=False), episode_summary(core, 0)
+    of the core, compactly (``env.episode_arrays(paths=False, copy=False)``: the paths flat,
+    the hours still in seconds, views of the core where it holds a column as it is), which the
+    caller then drops, never to reuse it, before ``_table`` builds the table."""
+    return episode_arrays(core, 0, jobs, scen.cluster.names, paths=False, copy=False), episode_summary(core, 0)
 
 
 def _table(columns: dict, summary: dict, extra: dict | None = None,
            schedule: ScheduleLog | None = None) -> SimResult:
     names = list(columns)
+    hour_columns(columns)
     flat = {key: columns.pop(key) for key in _PATH_COLUMNS if key in columns}
     table = pd.DataFrame(columns)
     columns.clear()  # the table holds copies of the numeric columns: the originals go now
