@@ -179,7 +179,7 @@ class MappedTrace:
     jobs by reason, the offered load and the capacity scale."""
 
     scenario: Scenario
-    jobs: pd.DataFrame
+    jobs: pd.DataFrame  # a row per job; labels as categories, counts as int32 (FRAME_DTYPES)
     dropped: dict[str, int]
     offered_load_gpus: float  # average GPUs the ideal runs keep busy over the arrival span
     capacity_scale: float
