@@ -153,8 +153,9 @@ def episode_arrays(core: sim.Core, e: int, jobs: list, region_names, paths: bool
     it builds the table (``geo_gym.simulate``: no copy of those beside the whole core)."""
     n = len(jobs)
     own = np.copy if copy else (lambda a: a)
-    submit, start, end = core.submit_s[e, :n], core.start_s[e, :n], core.end_s[e, :n]
-    hours = _Hours(submit, start, end)
+    hours = dict.fromkeys(_HOUR_KEYS, _Hours(core.submit_s[e, :n], core.start_s[e, :n], core.end_s[e, :n]))
+    if copy:
+        hour_columns(hours)
     # every job's path entries, flat in job then path order
     plen = core.plen[e, :n]
     on_path = np.arange(core.path.shape[2]) < plen[:, None]
@@ -162,7 +163,7 @@ def episode_arrays(core: sim.Core, e: int, jobs: list, region_names, paths: bool
     parts = _PathParts(regions, core.alloc[e, np.nonzero(on_path)[0], regions], plen.copy(), tuple(region_names))
     columns = {
         **label_columns(jobs, arrays=True),
-        **(dict.fromkeys(_HOUR_KEYS, hours) if not copy else hour_columns(dict.fromkeys(_HOUR_KEYS, hours))),
+        **hours,
         "cost": own(core.cost_usd[e, :n]),
         "gpus": core.gpus[e, :n].astype(np.int64),
         "path": parts,

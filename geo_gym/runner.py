@@ -62,6 +62,8 @@ def _collect(core: sim.Core, jobs: list, scen: Scenario) -> tuple[dict, dict]:
 def _table(columns: dict, summary: dict, extra: dict | None = None,
            schedule: ScheduleLog | None = None) -> SimResult:
     names = list(columns)
+    if len(columns["gpus"]) >= RETURN_FREED_JOBS:  # the core is gone (simulate): its pages go back
+        _return_freed_memory()
     hour_columns(columns)
     flat = {key: columns.pop(key) for key in _PATH_COLUMNS if key in columns}
     table = pd.DataFrame(columns)
@@ -120,13 +122,11 @@ def simulate(
     core, jobs, scen, extra, schedule = _run(scenario, policy, seed, window, scenario_kwargs, env_kwargs, record)
     columns, summary = _collect(core, jobs, scen)
     del core  # about 300 B a job that the table no longer needs (a schedule keeps its own reference)
-    if len(jobs) >= RETURN_FREED_JOBS:
-        _return_freed_memory()
     return _table(columns, summary, extra, schedule)
 
 
-# From this many jobs simulate hands the dropped core's memory back to the system before the
-# table is built (docs/performance.md: at 1M jobs the table's peak is 210 MB lower); a call
+# From this many jobs _table hands the dropped core's memory back to the system before it
+# builds the table (docs/performance.md: at 1M jobs the table's peak is 210 MB lower); a call
 # costs up to a few hundred ms on a large heap, nothing an episode of an env would want.
 RETURN_FREED_JOBS = 100_000
 

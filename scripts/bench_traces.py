@@ -194,8 +194,6 @@ def run_tiled(args) -> None:
     if hasattr(runner, "_collect"):  # as geo_gym.simulate does: the core goes before the table is built
         columns, summary = runner._collect(core, jobs, scen)
         del core
-        if len(jobs) >= getattr(runner, "RETURN_FREED_JOBS", np.inf):
-            runner._return_freed_memory()
         res = runner._table(columns, summary)
     else:  # the commit before traces as columns (back-to-back comparisons)
         res = runner._result(core, jobs, scen)

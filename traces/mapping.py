@@ -471,10 +471,11 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
         model, kstar, mem_min, min_gpus, stages, t_iter = _request_plan(
             int(requests[r]), job_id[first[r]], opts, gpu, overhead, intra)
         per_request[r] = (catalog.MODELS.index(model), model.layers, mem_min, kstar, min_gpus, stages, t_iter)
-    # gathered straight into their dtypes (FRAME_DTYPES: the counts int32), one array each
+    # gathered straight into their dtypes (the counts' as FRAME_DTYPES says), one array each
+    counts = [FRAME_DTYPES[key] for key in ("layers", "memory_min", "kstar", "min_gpus", "stages")]
     model_i, layers, mem_min, kstar, min_gpus, stages, t_iter = (
         np.array(col, dtype=dtype)[which] for col, dtype in zip(
-            zip(*per_request, strict=True), (np.int64, *[np.int32] * 5, np.float64), strict=True)
+            zip(*per_request, strict=True), (np.int64, *counts, np.float64), strict=True)
     )
     # per distinct final state
     state = sub["state"].to_numpy(dtype=object)  # (a view where it can: read, not kept)
@@ -509,8 +510,8 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
         "job_id": job_id,
         "name": job_id + ("-" + names[model_i]),
         "state": pd.Categorical(state),
-        "gpus": gpus.astype(np.int32),  # the trace's request (0: a CPU-only job)
-        "max_gpus": request.astype(np.int32),  # JobSpec.max_gpus
+        "gpus": gpus.astype(FRAME_DTYPES["gpus"]),  # the trace's request (0: a CPU-only job)
+        "max_gpus": request.astype(FRAME_DTYPES["max_gpus"]),  # JobSpec.max_gpus
         "model": pd.Categorical(names[model_i]),
         "layers": layers,  # the most stages pure PP can split it into
         "memory_min": mem_min,  # the fewest GPUs it fits on (geo_gym.memory)
