@@ -13,13 +13,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from geo_gym import costmodel
+from geo_gym import costmodel, queue_index
 from geo_gym.placement import FEASIBLE
+from geo_gym.queue_index import key_before as _before
 from geo_gym.sim import (
     CAND_D,
     CAND_I,
     CAND_LOG_IDEAL,
     NUM_CAND_FEATURES,
+    PENDING,
     advance,
     alpha_kept,
     candidate_features,
@@ -28,6 +30,7 @@ from geo_gym.sim import (
     job_log_ideal,
     job_placement_kept,
     job_priority_features,
+    next_event_time,
     place,
     remaining_pred,
     scratch,
@@ -82,14 +85,6 @@ def _order_keys(c, e, n, order, alpha32, feats, keys):
     pend, k_target = c.pending[e], c.k_target[e]
     for i in range(n):
         keys[i] = order_key(order, feats[i, CAND_I], feats[i, CAND_D], feats[i, CAND_LOG_IDEAL], a, k_target[pend[i]])
-
-
-@_jit
-def _before(x, y):
-    """Strict order of keys as a stable mergesort has it (NaN after every number)."""
-    if np.isnan(y):
-        return not np.isnan(x)
-    return x < y
 
 
 @_jit
@@ -240,12 +235,256 @@ def decide(c, e, order, rule, window, strict=False):
     )
 
 
+# ------------------------------------------------------------------ the queue index (long queues)
+
+
+@_inline
+def _index_entry(c, e, order, j):
+    """(class value, value) of pending job j in the order's ``queue_index``: BACE-Pipe's b_j
+    and predicted remaining E_j(1) (the numbers Eq. 9/10 normalise, computed as
+    ``feature_scales`` and ``job_priority_features`` do), the key itself for SJF and QSSF,
+    nothing for FCFS (job index = queue order)."""
+    if order == ORDER_FCFS:
+        return 0.0, 0.0
+    if order == ORDER_SJF or order == ORDER_QSSF:
+        return 0.0, _key_of(order, c.pred_iters[e, j], c.done_iters[e, j], c.t_iter_1gpu_s[e, j],
+                            c.t_iter_target_s[e, j], 0.0, 0.0, 0.0, 0.0, c.k_target[e, j])
+    return c.b_target_gbps[e, j], remaining_pred(c.pred_iters[e, j], c.done_iters[e, j]) * c.t_iter_1gpu_s[e, j]
+
+
+@_inline
+def _index_add(c, e, order, ix, j):
+    """Job j enters ``ix`` (its ``room`` must be positive); False when its class is one too
+    many (the caller then stops using the index)."""
+    cv, v = _index_entry(c, e, order, j)
+    k = queue_index.class_of(ix, cv)
+    if k < 0:
+        return False
+    queue_index.insert(ix, k, v, j, c.min_gpus[e, j])
+    return True
+
+
+@_inline
+def _index_drop(c, e, order, ix, j):
+    cv, v = _index_entry(c, e, order, j)
+    queue_index.remove(ix, queue_index.class_of(ix, cv), v, j)
+
+
+@_inline
+def _class_key(order, v, cv, e1_max, b_max, a):
+    """``order_key`` of an index entry of value v in the class of value cv: the entry's own
+    key for SJF and QSSF; BACE-Pipe's from the float32 features ``job_priority_features``
+    gives (the same expressions on the same numbers)."""
+    if order != ORDER_PRIORITY:
+        return v
+    f_i = np.float32(v / e1_max if e1_max > 0 else 0.0)
+    f_d = np.float32(cv / b_max if b_max > 0 else 0.0)
+    return order_key(order, f_i, f_d, np.float32(0.0), a, 0)
+
+
 @_jit
-def run_fixed_policy(c, e, order, rule, window, strict=False):
+def _class_head(ix, k, order, min_g_free, stamp, e1_max, b_max, a, cur, head, head_key):
+    """Class k's next job to try: its first entry from ``cur[k]`` that fits (min_gpus at most
+    ``min_g_free``) and was not tried in this decision, moved to by skipping whole blocks that
+    cannot fit; ``cur[k]`` is left there. For BACE-Pipe, later entries whose key rounds to the
+    same (float32 features) come first when their job index is smaller: a tie of keys goes by
+    queue order. Sets head[k] = (block position, entry, job) (job -1: none) and head_key[k]."""
+    p, i = cur[k, 0], cur[k, 1]
+    nb = ix.meta[0]
+    found = False
+    while p < nb:
+        b = ix.order[p]
+        if i >= ix.size[b] or ix.least[b] > min_g_free:
+            p += 1
+            i = 0
+            continue
+        if ix.cls[b, i] != k:
+            break
+        if ix.stamp[b, i] != stamp and ix.gpus[b, i] <= min_g_free:
+            found = True
+            break
+        i += 1
+    cur[k, 0], cur[k, 1] = p, i
+    if not found:
+        head[k, 2] = -1
+        return
+    cv = ix.class_value[k]
+    b = ix.order[p]
+    key0 = _class_key(order, ix.value[b, i], cv, e1_max, b_max, a)
+    head[k, 0], head[k, 1], head[k, 2] = p, i, ix.job[b, i]
+    head_key[k] = key0
+    if order != ORDER_PRIORITY:
+        return
+    # entries of a larger value whose key rounds to key0 (keys are monotone in the value):
+    # from the next entry, or past the entries of value v0 when the next one has it too
+    v0 = ix.value[b, i]
+    q, r = p, i + 1
+    if r < ix.size[b] and ix.cls[b, r] == k and ix.value[b, r] == v0:
+        q, r = queue_index.lower_bound(ix, k, v0, queue_index.LAST_JOB)
+    while q < nb:
+        b = ix.order[q]
+        if r >= ix.size[b]:
+            q += 1
+            r = 0
+            continue
+        if ix.cls[b, r] != k or _before(key0, _class_key(order, ix.value[b, r], cv, e1_max, b_max, a)):
+            return
+        if ix.stamp[b, r] != stamp and ix.gpus[b, r] <= min_g_free and ix.job[b, r] < head[k, 2]:
+            head[k, 0], head[k, 1], head[k, 2] = q, r, ix.job[b, r]
+        r += 1
+
+
+@_jit
+def _decide_indexed(c, e, order, rule, ix, cur, head, head_key, tc, ws, out_path, out_alloc):
+    """``_decide`` over the whole queue (no window, backfilling) read from ``ix``, the order's
+    ``queue_index`` of the pending jobs: the same decision (the candidates that fit in the
+    free GPUs, tried in (key, queue order) until one is placed) without a pass over the
+    queue. BACE-Pipe's normalisers are each class's largest value and the largest class
+    value; each class offers its next job (``_class_head``) and the best offer is tried.
+    Returns the started job, -1, or -2 when alpha is outside [0, 1] (keys are then not
+    monotone in the value; the caller decides by ``_decide``)."""
+    if c.n_pending[e] == 0:
+        return -1
+    total_free = 0
+    for r in range(c.free.shape[1]):
+        total_free += c.free[e, r]
+    if total_free <= 0:
+        return -1
+    ncls = ix.meta[2]
+    a = 0.0
+    e1_max = 0.0
+    b_max = 0.0
+    if order == ORDER_PRIORITY:
+        a = np.float64(np.float32(alpha_kept(c, e)))
+        if not (0.0 <= a <= 1.0):
+            return -2
+        for k in range(ncls):
+            if ix.class_count[k] > 0:
+                b_max = max(b_max, ix.class_value[k])
+                e1_max = max(e1_max, queue_index.class_last_value(ix, k))
+    stamp = queue_index.next_stamp(ix)
+    for k in range(ncls):
+        head[k, 2] = -1
+        if ix.class_count[k] > 0:
+            cur[k, 0], cur[k, 1] = queue_index.lower_bound(ix, k, -np.inf, -1)
+            _class_head(ix, k, order, total_free, stamp, e1_max, b_max, a, cur, head, head_key)
+    while True:
+        best = -1
+        for k in range(ncls):
+            if head[k, 2] >= 0 and (
+                best < 0 or queue_index.entry_before(head_key[k], head[k, 2], head_key[best], head[best, 2])
+            ):
+                best = k
+        if best < 0:
+            return -1
+        j = head[best, 2]
+        if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
+            return j
+        ix.stamp[ix.order[head[best, 0]], head[best, 1]] = stamp
+        _class_head(ix, best, order, total_free, stamp, e1_max, b_max, a, cur, head, head_key)
+
+
+@_jit
+def _index_catch_up(c, e, order, ix, first_arrival, was_out, n_out):
+    """After ``advance``: the jobs it queued (arrivals from ``first_arrival``, and re-queued
+    ones, which were running or delayed before: ``was_out[:n_out]``) enter the index (its
+    ``room`` must be at least their number). False when it can no longer be used."""
+    for j in range(first_arrival, c.next_arrival[e]):
+        if not _index_add(c, e, order, ix, j):
+            return False
+    for m in range(n_out):
+        if c.status[e, was_out[m]] == PENDING and not _index_add(c, e, order, ix, was_out[m]):
+            return False
+    return True
+
+
+@_jit
+def _index_build(c, e, order, ix):
+    """``ix`` emptied, then holding every pending job (its ``room`` must be at least their
+    number); False when their classes are too many."""
+    queue_index.clear(ix)
+    for m in range(c.n_pending[e]):
+        if not _index_add(c, e, order, ix, c.pending[e, m]):
+            return False
+    return True
+
+
+_DONE, _STUCK, _LONG, _SHORT, _ROOM, _CLASSES = 0, 1, 2, 3, 4, 5  # why a run phase stopped
+
+
+@_jit
+def _run_reading_queue(c, e, order, rule, window, strict, until_queue, feats, keys, tried, cand, tc, ws, out_path, out_alloc):
+    """Decide by ``_decide`` until the end (_DONE), a deadlock (_STUCK) or a queue of
+    ``until_queue`` jobs (_LONG)."""
+    while not done(c, e):
+        if c.n_pending[e] >= until_queue:
+            return _LONG
+        if _decide(c, e, order, rule, window, strict, feats, keys, tried, cand, tc, ws, out_path, out_alloc) < 0:
+            if not advance(c, e):
+                return _STUCK
+    return _DONE
+
+
+@_jit
+def _queued_by_next_event(c, e):
+    """The most jobs the next ``advance`` can queue: the running and delayed ones (failures,
+    re-queues) and the arrivals at its instant."""
+    n = c.n_running[e] + c.n_delayed[e]
+    t = next_event_time(c, e)
+    m = c.next_arrival[e]
+    while m < c.n_jobs[e] and c.submit_s[e, m] <= t:
+        n += 1
+        m += 1
+    return n
+
+
+@_jit
+def _run_indexed(c, e, order, rule, ix, until_queue, was_out, cur, head, head_key, feats, keys, tried, cand,
+                 tc, ws, out_path, out_alloc):
+    """Decide from ``ix`` (holding the queue) until the end (_DONE), a deadlock (_STUCK), a
+    queue shorter than ``until_queue`` (_SHORT), an index or ``was_out`` without room for
+    what the next event may queue (_ROOM: the caller grows them; the index still holds the
+    queue) or too many classes (_CLASSES: the index no longer holds the queue). A decision
+    that cannot use the index (alpha outside [0, 1]) is ``_decide``'s."""
+    while not done(c, e):
+        if c.n_pending[e] < until_queue:
+            return _SHORT
+        j = _decide_indexed(c, e, order, rule, ix, cur, head, head_key, tc, ws, out_path, out_alloc)
+        if j == -2:
+            j = _decide(c, e, order, rule, 0, False, feats, keys, tried, cand, tc, ws, out_path, out_alloc)
+        if j >= 0:
+            _index_drop(c, e, order, ix, j)
+            continue
+        n_out = c.n_running[e] + c.n_delayed[e]
+        if n_out > was_out.shape[0] or queue_index.room(ix) < _queued_by_next_event(c, e):
+            return _ROOM
+        first_arrival = c.next_arrival[e]
+        was_out[: c.n_running[e]] = c.running[e, : c.n_running[e]]
+        was_out[c.n_running[e] : n_out] = c.delayed[e, : c.n_delayed[e]]
+        if not advance(c, e):
+            return _STUCK
+        if not _index_catch_up(c, e, order, ix, first_arrival, was_out, n_out):
+            return _CLASSES
+    return _DONE
+
+
+# Queue lengths from which run_fixed_policy's decisions read a queue index, and below which
+# they go back to reading the queue (keeping an index costs about 2 us a job; reading a queue
+# of a few hundred jobs costs less: docs/performance.md).
+INDEX_FROM = 1024
+INDEX_UNTIL = 256
+
+
+@_jit
+def run_fixed_policy(c, e, order, rule, window, strict=False, index_from=INDEX_FROM, index_until=INDEX_UNTIL):
     """The fast path: run the whole workload in slot e under (order, rule), backfilling unless
     ``strict`` (see ``decide``). Returns False if
     the workload deadlocks (a job that no rule can ever place). Work space is allocated once
-    (one allocation instead of one per decision on a 100k-job trace)."""
+    (one allocation instead of one per decision on a 100k-job trace). Over the whole queue
+    with backfilling (window <= 0, not strict), once the queue holds ``index_from`` jobs, the
+    decisions read a ``queue_index`` of the pending jobs, kept as jobs enter and leave the
+    queue, until it is shorter than ``index_until``: then a decision's cost does not grow with
+    the queue. The decisions are ``_decide``'s either way (tests/test_queue_index.py)."""
     k = c.free.shape[1]
     n_max = c.submit_s.shape[1]
     feats = np.empty((n_max, NUM_CAND_FEATURES), dtype=np.float32)
@@ -255,8 +494,35 @@ def run_fixed_policy(c, e, order, rule, window, strict=False):
     out_path = np.empty(k, dtype=np.int64)
     out_alloc = np.empty(k, dtype=np.int64)
     tc, ws = scratch(c.k_target_max[e], c.free.shape[1])
-    while not done(c, e):
-        if _decide(c, e, order, rule, window, strict, feats, keys, tried, cand, tc, ws, out_path, out_alloc) < 0:
-            if not advance(c, e):
-                return False
-    return True
+    ix = queue_index.new_index()
+    cur = np.zeros((queue_index.MAX_CLASSES, 2), dtype=np.int64)
+    head = np.zeros((queue_index.MAX_CLASSES, 3), dtype=np.int64)
+    head_key = np.zeros(queue_index.MAX_CLASSES)
+    was_out = np.empty(64, dtype=np.int32)
+    index_from = index_from if window <= 0 and not strict else n_max + 1
+    index_until = min(index_until, index_from)  # else a queue between them would flip forever
+    while True:
+        why = _run_reading_queue(c, e, order, rule, window, strict, index_from, feats, keys, tried, cand, tc, ws,
+                                 out_path, out_alloc)
+        if why != _LONG:
+            return why == _DONE
+        if queue_index.room(ix) < c.n_pending[e]:
+            ix = queue_index.grow(ix, c.n_pending[e])
+        if not _index_build(c, e, order, ix):
+            index_from = n_max + 1  # too many classes: read the queue from now on
+            continue
+        why = _ROOM
+        while why == _ROOM:
+            why = _run_indexed(c, e, order, rule, ix, index_until, was_out, cur, head, head_key, feats, keys, tried,
+                               cand, tc, ws, out_path, out_alloc)
+            if why == _ROOM:
+                n_out = c.n_running[e] + c.n_delayed[e]
+                if n_out > was_out.shape[0]:
+                    was_out = np.empty(2 * n_out, dtype=np.int32)
+                need = _queued_by_next_event(c, e)
+                if queue_index.room(ix) < need:
+                    ix = queue_index.grow(ix, need)
+        if why == _CLASSES:
+            index_from = n_max + 1
+        elif why != _SHORT:
+            return why == _DONE

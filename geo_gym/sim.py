@@ -803,14 +803,15 @@ def place(c, e, j, path, plen, alloc):
     c.status[e, j] = RUNNING
     c.running[e, c.n_running[e]] = j
     c.n_running[e] += 1
-    # leave the queue, keeping submit order
+    # leave the queue, keeping submit order (the queue is sorted by job index)
     n = c.n_pending[e]
     pend = c.pending[e]
-    i = 0
-    while pend[i] != j:
-        i += 1
-    for m in range(i, n - 1):
-        pend[m] = pend[m + 1]
+    i = np.searchsorted(pend[:n], j)
+    if n - i > 256:  # a long queue's tail: numba copies overlapping slices as numpy does, by block
+        pend[i : n - 1] = pend[i + 1 : n]
+    else:
+        for m in range(i, n - 1):
+            pend[m] = pend[m + 1]
     c.n_pending[e] = n - 1
     return FEASIBLE
 
