@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_trace_fast_path import reference_run
 
 from geo_gym import catalog, fixed, loading, queue_index, scenarios, sim
 from geo_gym.cluster import Cluster, Region
@@ -16,7 +17,6 @@ from geo_gym.placement import RULE_NAMES
 from geo_gym.scenarios import Scenario
 from geo_gym.uncertainty import UncertaintyConfig
 from geo_gym.workload import JobSpec
-from test_trace_fast_path import reference_run
 
 RULE = {name: i for i, name in enumerate(RULE_NAMES)}
 ORDERS = [fixed.ORDER_FCFS, fixed.ORDER_SJF, fixed.ORDER_PRIORITY, fixed.ORDER_QSSF]
@@ -29,7 +29,7 @@ def check_invariants(ix, expected):
     assert sorted(j.tolist()) == sorted(expected)
     want = sorted(expected, key=lambda job: (expected[job][0], expected[job][1], job))
     assert j.tolist() == want
-    assert [(int(ci), float(vi), int(gi)) for ci, vi, gi in zip(c, v, g)] == [expected[job] for job in want]
+    assert [(int(ci), float(vi), int(gi)) for ci, vi, gi in zip(c, v, g, strict=True)] == [expected[job] for job in want]
     meta = ix.meta
     blocks = ix.order[: meta[0]]
     assert len(set(blocks.tolist())) == len(blocks)
