@@ -30,10 +30,12 @@ from geo_gym.sim import (
     job_log_ideal,
     job_placement_kept,
     job_priority_features,
+    loosen_queue,
     next_event_time,
     place,
     remaining_pred,
     scratch,
+    tighten_queue,
 )
 
 _jit = numba.njit(cache=True)
@@ -450,8 +452,10 @@ def _run_indexed(c, e, order, rule, ix, until_queue, was_out, cur, head, head_ke
         if c.n_pending[e] < until_queue:
             return _SHORT
         j = _decide_indexed(c, e, order, rule, ix, cur, head, head_key, tc, ws, out_path, out_alloc)
-        if j == -2:
+        if j == -2:  # _decide reads the queue in its order
+            tighten_queue(c, e)
             j = _decide(c, e, order, rule, 0, False, feats, keys, tried, cand, tc, ws, out_path, out_alloc)
+            loosen_queue(c, e)
         if j >= 0:
             _index_drop(c, e, order, ix, j)
             continue
@@ -484,7 +488,9 @@ def run_fixed_policy(c, e, order, rule, window, strict=False, index_from=INDEX_F
     with backfilling (window <= 0, not strict), once the queue holds ``index_from`` jobs, the
     decisions read a ``queue_index`` of the pending jobs, kept as jobs enter and leave the
     queue, until it is shorter than ``index_until``: then a decision's cost does not grow with
-    the queue. The decisions are ``_decide``'s either way (tests/test_queue_index.py)."""
+    the queue. Meanwhile the queue itself is loose (``sim.loosen_queue``: a start takes O(1),
+    not a shift of the queue's tail); it is in submit order again whenever this returns. The
+    decisions are ``_decide``'s either way (tests/test_queue_index.py)."""
     k = c.free.shape[1]
     n_max = c.submit_s.shape[1]
     feats = np.empty((n_max, NUM_CAND_FEATURES), dtype=np.float32)
@@ -511,6 +517,7 @@ def run_fixed_policy(c, e, order, rule, window, strict=False, index_from=INDEX_F
         if not _index_build(c, e, order, ix):
             index_from = n_max + 1  # too many classes: read the queue from now on
             continue
+        loosen_queue(c, e)  # the index keeps the order: a start need not shift the queue
         why = _ROOM
         while why == _ROOM:
             why = _run_indexed(c, e, order, rule, ix, index_until, was_out, cur, head, head_key, feats, keys, tried,
@@ -522,6 +529,7 @@ def run_fixed_policy(c, e, order, rule, window, strict=False, index_from=INDEX_F
                 need = _queued_by_next_event(c, e)
                 if queue_index.room(ix) < need:
                     ix = queue_index.grow(ix, need)
+        tighten_queue(c, e)
         if why == _CLASSES:
             index_from = n_max + 1
         elif why != _SHORT:

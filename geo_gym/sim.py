@@ -34,7 +34,8 @@ At one instant events are processed as: completions and failures, repairs, re-qu
 All random numbers are drawn up front when an episode is loaded (``geo_gym.loading``) from the
 caller's seeded generator.
 
-The queue is kept in submit order; ``pending[e, :n_pending[e]]`` are the pending job indices.
+The queue is kept in submit order; ``pending[e, :n_pending[e]]`` are the pending job indices
+(in no order only inside ``fixed.run_fixed_policy`` on a long queue: ``loosen_queue``).
 Job indices are the workload's jobs sorted by submit time (stable), see ``loading.load``.
 """
 
@@ -163,6 +164,7 @@ def reset(c, e):
     c.status[e] = PENDING_FUTURE
     c.next_arrival[e] = 0
     c.n_pending[e] = 0
+    c.queue_loose[e] = False
     c.n_running[e] = 0
     c.n_delayed[e] = 0
     c.n_repairs[e] = 0
@@ -355,9 +357,42 @@ def _predict_on_submit(c, e, j):
         c.pred_iters[e, j] = c.full_iters[e, j]
 
 
+@_inline
+def _append(c, e, j):
+    """j joins the end of the queue (``queue_pos`` kept while the queue is loose)."""
+    n = c.n_pending[e]
+    c.pending[e, n] = j
+    if c.queue_loose[e]:
+        c.queue_pos[e, j] = n
+    c.n_pending[e] = n + 1
+
+
+@_jit
+def loosen_queue(c, e):
+    """From now on the queue need not be in submit order: a job leaves it by taking the last
+    job to its place (O(1) instead of shifting the queue's tail), re-queued jobs join its end.
+    Only for a caller that keeps the order itself and reads no queue order meanwhile
+    (``fixed.run_fixed_policy`` with its queue index); ``tighten_queue`` restores it."""
+    for m in range(c.n_pending[e]):
+        c.queue_pos[e, c.pending[e, m]] = m
+    c.queue_loose[e] = True
+
+
+@_jit
+def tighten_queue(c, e):
+    """The queue in submit order again (job index order, see ``loosen_queue``)."""
+    if c.queue_loose[e]:
+        c.pending[e, : c.n_pending[e]].sort()
+        c.queue_loose[e] = False
+
+
 @_jit
 def _enqueue(c, e, j):
     """Put j in the queue at its submit-order position (re-queued jobs keep their place)."""
+    c.status[e, j] = PENDING
+    if c.queue_loose[e]:
+        _append(c, e, j)
+        return
     n = c.n_pending[e]
     pend = c.pending[e]
     i = n
@@ -366,7 +401,6 @@ def _enqueue(c, e, j):
         i -= 1
     pend[i] = j
     c.n_pending[e] = n + 1
-    c.status[e, j] = PENDING
 
 
 @_jit
@@ -377,8 +411,7 @@ def _handle_arrivals(c, e):
         j = c.next_arrival[e]
         _predict_on_submit(c, e, j)
         c.status[e, j] = PENDING
-        c.pending[e, c.n_pending[e]] = j  # arrivals come in index order: append
-        c.n_pending[e] += 1
+        _append(c, e, j)  # arrivals come in index order
         c.next_arrival[e] += 1
 
 
@@ -806,6 +839,12 @@ def place(c, e, j, path, plen, alloc):
     # leave the queue, keeping submit order (the queue is sorted by job index)
     n = c.n_pending[e]
     pend = c.pending[e]
+    if c.queue_loose[e]:
+        last = pend[n - 1]
+        pend[c.queue_pos[e, j]] = last
+        c.queue_pos[e, last] = c.queue_pos[e, j]
+        c.n_pending[e] = n - 1
+        return FEASIBLE
     i = np.searchsorted(pend[:n], j)
     if n - i > 256:  # a long queue's tail: numba copies overlapping slices as numpy does, by block
         pend[i : n - 1] = pend[i + 1 : n]

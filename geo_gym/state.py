@@ -95,6 +95,8 @@ DYNAMIC: tuple[Field, ...] = (
     Field("next_arrival", "", np.int64, "index of the next job to be submitted"),
     Field("pending", "J", np.int32, "the queue, in submit order (re-queued jobs keep their place)"),
     Field("n_pending", "", np.int64, "length of the queue"),
+    Field("queue_loose", "", np.bool_, "pending is in no order, queue_pos says where each job is (sim.loosen_queue)"),
+    Field("queue_pos", "J", np.int32, "each pending job's place in pending while queue_loose"),
     Field("running", "J", np.int32, "running jobs, in no particular order"),
     Field("n_running", "", np.int64, "running jobs"),
     Field("delayed", "J", np.int32, "failed jobs waiting to re-enter the queue"),

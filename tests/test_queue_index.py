@@ -98,8 +98,8 @@ def loaded(scen, unc, seed=0):
 
 def lockstep(scen, order, rule, unc=None):
     """run_fixed_policy's loop in Python on two copies of one episode: the decision read from
-    the index on one, ``_decide`` on the other, compared at every step, and the index checked
-    against the queue. Returns (decisions, core)."""
+    the index on one (its queue loose), ``_decide`` on the other, compared at every step, and
+    the index and the loose queue checked against the other's queue. Returns (decisions, core)."""
     unc = unc or UncertaintyConfig()
     a, b = loaded(scen, unc), loaded(scen, unc)
     k, n_max = a.free.shape[1], a.submit_s.shape[1]
@@ -113,6 +113,7 @@ def lockstep(scen, order, rule, unc=None):
     ix = queue_index.grow(ix, a.n_pending[0])
     for j in a.pending[0, : a.n_pending[0]]:
         assert fixed._index_add(a, 0, order, ix, j)
+    sim.loosen_queue(a, 0)  # as run_fixed_policy does: starts swap, re-queued jobs append
     decisions = 0
     while not sim.done(a, 0):
         j = fixed._decide_indexed(a, 0, order, rule, ix, cur, head, head_key, *work[4:])
@@ -129,7 +130,10 @@ def lockstep(scen, order, rule, unc=None):
             assert sim.advance(a, 0) and sim.advance(b, 0)
             assert fixed._index_catch_up(a, 0, order, ix, first, was_out, len(was_out))
         _, _, jobs, _ = queue_index.entries(ix)
-        assert sorted(jobs.tolist()) == sorted(a.pending[0, : a.n_pending[0]].tolist())
+        pend = a.pending[0, : a.n_pending[0]]
+        assert sorted(jobs.tolist()) == sorted(pend.tolist()) == sorted(b.pending[0, : b.n_pending[0]].tolist())
+        assert (a.pending[0, a.queue_pos[0, pend]] == pend).all()
+    assert a.queue_loose[0] and not b.queue_loose[0]
     for name in ("start_s", "end_s", "cost_usd", "gpus", "path"):
         assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
     return decisions, a
@@ -204,8 +208,22 @@ def test_run_switching_between_index_and_queue_equals_the_plain_loop(order):
     assert reference_run(ref, 0, order, RULE["pathfinder"], 0)
     for name in ("start_s", "end_s", "cost_usd", "gpus", "alloc", "path", "n_fail"):
         assert np.array_equal(getattr(fast, name), getattr(ref, name), equal_nan=True), name
-    assert fast.n_fail[0].sum() > 0
+    assert fast.n_fail[0].sum() > 0 and not fast.queue_loose[0]
     sub, start = fast.submit_s[0, :500], fast.start_s[0, :500]
     times = np.sort(np.concatenate([sub, start]))
     queue = np.searchsorted(np.sort(sub), times, "right") - np.searchsorted(np.sort(start), times, "right")
     assert ((queue[:-1] < 24) & (queue[1:] >= 24)).sum() >= 2  # (last attempts' starts: roughly)
+
+
+def test_a_run_left_stuck_returns_its_queue_in_submit_order():
+    """A deadlock inside the indexed phase (a job LDF cannot place: it keeps a job in one
+    region, and min_gpus is beyond every region) returns with the queue in submit order: the
+    caller names the stuck jobs from it."""
+    cl = Cluster((Region("A", 8, 0.2, 40.0), Region("B", 8, 0.1, 10.0)))
+    model = catalog.PAPER_MODELS[7]
+    jobs = [JobSpec(f"j{i}", model, catalog.PAPER_DATASETS[0], submit=float(i), iterations=50.0,
+                    min_gpus=12 if i % 10 == 3 else 4) for i in range(60)]
+    core = loaded(Scenario("stuck", cl, tuple(jobs)), UncertaintyConfig())
+    assert not fixed.run_fixed_policy(core, 0, fixed.ORDER_SJF, RULE["ldf"], 0, False, 8, 1)
+    assert not core.queue_loose[0]
+    assert core.pending[0, : core.n_pending[0]].tolist() == [3, 13, 23, 33, 43, 53]
