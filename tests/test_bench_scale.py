@@ -18,6 +18,7 @@ def test_quick_sweeps_write_every_case(tmp_path: Path) -> None:
     df = pd.read_csv(tmp_path / "bench_scale.csv")
     assert df.groupby("sweep").size().to_dict() == {"jobs": 1, "concurrency": 2, "regions": 1, "queue": 2}
     assert (df.sim_s > 0).all() and (df.peak_mb >= df.base_mb).all()
+    assert (df.run_us_per_job > 0).all() and (df.run_us_per_job <= df.us_per_job).all()  # a part of simulate
     conc = df[df.sweep == "concurrency"].sort_values("capacity_scale")
     assert conc.mean_running.iloc[1] > conc.mean_running.iloc[0]  # more capacity, more jobs at once
     assert (tmp_path / "bench_scale.png").stat().st_size > 0
