@@ -367,7 +367,7 @@ def _decide_indexed(c, e, order, rule, ix, cur, head, head_key, tc, ws, out_path
     stamp = queue_index.next_stamp(ix)
     for k in range(ncls):
         head[k, 2] = -1
-        if ix.class_count[k] > 0:
+        if ix.class_count[k] > 0 and queue_index.class_least_gpus(ix, k) <= total_free:
             cur[k, 0], cur[k, 1] = queue_index.lower_bound(ix, k, -np.inf, -1)
             _class_head(ix, k, order, total_free, stamp, e1_max, b_max, a, cur, head, head_key)
     while True:

@@ -36,6 +36,7 @@ _inline = numba.njit(cache=True, inline="always")
 
 BLOCK = 64  # entries per block (a split leaves two halves; a block under a quarter merges)
 MAX_CLASSES = 64  # more distinct classes than this: the caller goes back to reading the queue
+CLASS_GPUS = 8  # distinct min_gpus a class keeps count of (a catalog model has one or a few)
 
 # meta slots
 _NB, _N, _NCLS, _STAMP, _NPHYS, _NFREE = 0, 1, 2, 3, 4, 5
@@ -53,10 +54,20 @@ class QueueIndex(NamedTuple):
     stamp: np.ndarray  # int32[cap, BLOCK]: the last decision that tried the entry
     size: np.ndarray  # int32[cap]: entries in each block
     least: np.ndarray  # int32[cap]: least min_gpus in each block
+    # each block's last entry by its position in ``order``: the binary search over blocks reads
+    # these contiguous rows rather than one cache line of each block it visits
+    last_cls: np.ndarray  # int32[cap]
+    last_value: np.ndarray  # float64[cap]
+    last_job: np.ndarray  # int32[cap]
     class_value: np.ndarray  # float64[MAX_CLASSES]: the value that defines each class
     class_count: np.ndarray  # int64[MAX_CLASSES]: entries of each class
     class_max: np.ndarray  # float64[MAX_CLASSES]: each class's largest value, when known
     class_max_known: np.ndarray  # bool[MAX_CLASSES]
+    # each class's distinct min_gpus and how many of its entries have each (CLASS_GPUS at most;
+    # beyond, class_gpus_many and no least is known until the class empties)
+    class_gpus: np.ndarray  # int32[MAX_CLASSES, CLASS_GPUS]
+    class_gpus_n: np.ndarray  # int64[MAX_CLASSES, CLASS_GPUS]
+    class_gpus_many: np.ndarray  # bool[MAX_CLASSES]
 
 
 @_jit
@@ -73,9 +84,15 @@ def new_index(blocks=4):
         np.zeros((blocks, BLOCK), dtype=np.int32),
         np.zeros(blocks, dtype=np.int32),
         np.zeros(blocks, dtype=np.int32),
+        np.empty(blocks, dtype=np.int32),
+        np.empty(blocks, dtype=np.float64),
+        np.empty(blocks, dtype=np.int32),
         np.empty(MAX_CLASSES, dtype=np.float64),
         np.zeros(MAX_CLASSES, dtype=np.int64),
         np.empty(MAX_CLASSES, dtype=np.float64),
+        np.zeros(MAX_CLASSES, dtype=np.bool_),
+        np.zeros((MAX_CLASSES, CLASS_GPUS), dtype=np.int32),
+        np.zeros((MAX_CLASSES, CLASS_GPUS), dtype=np.int64),
         np.zeros(MAX_CLASSES, dtype=np.bool_),
     )
 
@@ -86,6 +103,8 @@ def clear(ix):
     ix.meta[:] = 0
     ix.class_count[:] = 0
     ix.class_max_known[:] = False
+    ix.class_gpus_n[:] = 0
+    ix.class_gpus_many[:] = False
 
 
 @_inline
@@ -128,8 +147,29 @@ def class_of(ix, value):
     ix.class_value[n] = value
     ix.class_count[n] = 0
     ix.class_max_known[n] = False
+    ix.class_gpus_n[n] = 0
+    ix.class_gpus_many[n] = False
     ix.meta[_NCLS] = n + 1
     return n
+
+
+@_inline
+def _last_before(ix, p, c, v, j):
+    """The last entry of the block at position p comes before (c, v, j)."""
+    cp = ix.last_cls[p]
+    if cp != c:
+        return cp < c
+    return entry_before(ix.last_value[p], ix.last_job[p], v, j)
+
+
+@_inline
+def _set_last(ix, p):
+    """Record the last entry of the block at position p (after it changed)."""
+    b = ix.order[p]
+    n = ix.size[b] - 1
+    ix.last_cls[p] = ix.cls[b, n]
+    ix.last_value[p] = ix.value[b, n]
+    ix.last_job[p] = ix.job[b, n]
 
 
 @_inline
@@ -139,8 +179,7 @@ def _block_of(ix, c, v, j):
     lo, hi = 0, ix.meta[_NB] - 1
     while lo < hi:
         mid = (lo + hi) // 2
-        b = ix.order[mid]
-        if _less(ix, b, ix.size[b] - 1, c, v, j):
+        if _last_before(ix, mid, c, v, j):
             lo = mid + 1
         else:
             hi = mid
@@ -192,10 +231,16 @@ def grow(ix, insertions):
     big.stamp[:cap] = ix.stamp
     big.size[:cap] = ix.size
     big.least[:cap] = ix.least
+    big.last_cls[:cap] = ix.last_cls
+    big.last_value[:cap] = ix.last_value
+    big.last_job[:cap] = ix.last_job
     big.class_value[:] = ix.class_value
     big.class_count[:] = ix.class_count
     big.class_max[:] = ix.class_max
     big.class_max_known[:] = ix.class_max_known
+    big.class_gpus[:] = ix.class_gpus
+    big.class_gpus_n[:] = ix.class_gpus_n
+    big.class_gpus_many[:] = ix.class_gpus_many
     return big
 
 
@@ -251,10 +296,13 @@ def _shift(ix, b, i, by):
 
 @_inline
 def _insert_block(ix, p, b):
-    """Block b enters the block order at position p."""
+    """Block b enters the block order at position p (its last entry to be set)."""
     nb = ix.meta[_NB]
     for q in range(nb, p, -1):
         ix.order[q] = ix.order[q - 1]
+        ix.last_cls[q] = ix.last_cls[q - 1]
+        ix.last_value[q] = ix.last_value[q - 1]
+        ix.last_job[q] = ix.last_job[q - 1]
     ix.order[p] = b
     ix.meta[_NB] = nb + 1
 
@@ -266,6 +314,9 @@ def _drop_block(ix, p):
     nb = ix.meta[_NB]
     for q in range(p, nb - 1):
         ix.order[q] = ix.order[q + 1]
+        ix.last_cls[q] = ix.last_cls[q + 1]
+        ix.last_value[q] = ix.last_value[q + 1]
+        ix.last_job[q] = ix.last_job[q + 1]
     ix.meta[_NB] = nb - 1
     ix.spare[ix.meta[_NFREE]] = b
     ix.meta[_NFREE] += 1
@@ -274,6 +325,7 @@ def _drop_block(ix, p):
 @_jit
 def insert(ix, c, v, j, gpus):
     """Add job j (class c, value v, min_gpus ``gpus``); ``room`` must be positive."""
+    p = 0
     if ix.meta[_NB] == 0:
         b = _new_block(ix)
         _insert_block(ix, 0, b)
@@ -289,8 +341,11 @@ def insert(ix, c, v, j, gpus):
             ix.least[b] = _least(ix, b)
             ix.least[upper] = _least(ix, upper)
             _insert_block(ix, p + 1, upper)
+            _set_last(ix, p)
+            _set_last(ix, p + 1)
             if _less(ix, b, half - 1, c, v, j):
                 b = upper
+                p += 1
     i = _slot_of(ix, b, c, v, j)
     _shift(ix, b, i, 1)
     ix.cls[b, i] = c
@@ -300,6 +355,7 @@ def insert(ix, c, v, j, gpus):
     ix.stamp[b, i] = 0
     ix.least[b] = gpus if ix.size[b] == 0 else min(ix.least[b], gpus)
     ix.size[b] += 1
+    _set_last(ix, p)
     ix.meta[_N] += 1
     if ix.class_count[c] == 0:
         ix.class_max[c] = v
@@ -307,6 +363,7 @@ def insert(ix, c, v, j, gpus):
     elif ix.class_max_known[c] and key_before(ix.class_max[c], v):
         ix.class_max[c] = v
     ix.class_count[c] += 1
+    _count_gpus(ix, c, gpus, 1)
 
 
 @_jit
@@ -321,11 +378,13 @@ def remove(ix, c, v, j):
     ix.size[b] -= 1
     ix.meta[_N] -= 1
     ix.class_count[c] -= 1
+    _count_gpus(ix, c, gone, -1)
     if not key_before(v, ix.class_max[c]):  # the largest went (or one equal to it)
         ix.class_max_known[c] = False
     if ix.size[b] == 0:
         _drop_block(ix, p)
         return
+    _set_last(ix, p)
     if gone == ix.least[b]:
         ix.least[b] = _least(ix, b)
     if ix.size[b] < BLOCK // 4:  # merge with a neighbour that has room
@@ -342,7 +401,44 @@ def _merge(ix, p):
     _move(ix, b, 0, a, ix.size[a], ix.size[b])
     ix.size[a] += ix.size[b]
     ix.least[a] = min(ix.least[a], ix.least[b])
+    _set_last(ix, p)
     _drop_block(ix, p + 1)
+
+
+@_inline
+def _count_gpus(ix, c, gpus, by):
+    """Class c has ``by`` (+1 or -1) more entries needing ``gpus``."""
+    if ix.class_count[c] == 0:  # emptied: start counting afresh
+        ix.class_gpus_n[c] = 0
+        ix.class_gpus_many[c] = False
+        return
+    if ix.class_gpus_many[c]:
+        return
+    free_slot = -1
+    for s in range(CLASS_GPUS):
+        if ix.class_gpus_n[c, s] > 0 and ix.class_gpus[c, s] == gpus:
+            ix.class_gpus_n[c, s] += by
+            return
+        if ix.class_gpus_n[c, s] == 0 and free_slot < 0:
+            free_slot = s
+    if free_slot < 0:
+        ix.class_gpus_many[c] = True
+    else:
+        ix.class_gpus[c, free_slot] = gpus
+        ix.class_gpus_n[c, free_slot] = by
+
+
+@_jit
+def class_least_gpus(ix, c):
+    """The least min_gpus of class c's entries; 0 when it has more distinct ones than it counts
+    (then a caller cannot skip the class)."""
+    if ix.class_gpus_many[c]:
+        return 0
+    least = np.iinfo(np.int32).max
+    for s in range(CLASS_GPUS):
+        if ix.class_gpus_n[c, s] > 0:
+            least = min(least, ix.class_gpus[c, s])
+    return least
 
 
 @_jit

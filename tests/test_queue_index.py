@@ -33,12 +33,17 @@ def check_invariants(ix, expected):
     meta = ix.meta
     blocks = ix.order[: meta[0]]
     assert len(set(blocks.tolist())) == len(blocks)
-    for b in blocks:
+    for p, b in enumerate(blocks):
         n = ix.size[b]
         assert 1 <= n <= queue_index.BLOCK
         assert ix.least[b] == ix.gpus[b, :n].min()
+        last = (ix.last_cls[p], ix.last_value[p], ix.last_job[p])
+        assert last == (ix.cls[b, n - 1], ix.value[b, n - 1], ix.job[b, n - 1])
     for k in range(meta[2]):
         assert ix.class_count[k] == sum(1 for e in expected.values() if e[0] == k)
+        gpus = [e[2] for e in expected.values() if e[0] == k]
+        least = queue_index.class_least_gpus(ix, k)
+        assert least == 0 if ix.class_gpus_many[k] else least == min(gpus, default=np.iinfo(np.int32).max)
 
 
 def test_index_keeps_order_through_random_inserts_and_removals():
@@ -46,13 +51,14 @@ def test_index_keeps_order_through_random_inserts_and_removals():
     ix = queue_index.new_index(1)
     expected = {}
     free_jobs = list(range(6000))
+    many_seen = False
     for step in range(12000):
         grow = len(expected) < 50 or (rng.random() < (0.55 if step < 8000 else 0.3) and free_jobs)
         if grow and free_jobs:
             j = free_jobs.pop(int(rng.integers(len(free_jobs))))
             c = int(rng.integers(3))
             v = float(rng.integers(0, 40)) / 4  # many equal values: ties go by job index
-            g = int(rng.integers(1, 9))
+            g = int(rng.integers(1, 9 if c < 2 else 13))  # class 2: more than CLASS_GPUS distinct
             if queue_index.room(ix) < 1:
                 ix = queue_index.grow(ix, 1)
             queue_index.insert(ix, c, v, j, g)
@@ -64,8 +70,9 @@ def test_index_keeps_order_through_random_inserts_and_removals():
             free_jobs.append(j)
         if step % 1000 == 999:
             check_invariants(ix, expected)
+            many_seen = many_seen or bool(ix.class_gpus_many[2])
     check_invariants(ix, expected)
-    assert ix.order.shape[0] > 1  # it grew
+    assert ix.order.shape[0] > 1 and many_seen  # it grew; class 2 outgrew its counts
     for j in list(expected):
         c, v, _ = expected.pop(j)
         queue_index.remove(ix, c, v, j)
