@@ -209,14 +209,15 @@ def test_run_switching_between_index_and_queue_equals_the_plain_loop(order):
     (index built, grown, dropped, built again), under failures that re-queue jobs; the run
     equals the plain loop's."""
     unc = UncertaintyConfig.preset("realistic").replace(failure_rate_per_gpu_hour=0.002)
-    scen = scenarios.make_scenario("random", 4, num_jobs=400, num_regions=11, mean_interarrival=2400.0)
+    n = 400
+    scen = scenarios.make_scenario("random", 4, num_jobs=n, num_regions=11, mean_interarrival=2400.0)
     fast, ref = loaded(scen, unc), loaded(scen, unc)
     assert fixed.run_fixed_policy(fast, 0, order, RULE["pathfinder"], 0, False, 24, 6)
     assert reference_run(ref, 0, order, RULE["pathfinder"], 0)
     for name in ("start_s", "end_s", "cost_usd", "gpus", "alloc", "path", "n_fail"):
         assert np.array_equal(getattr(fast, name), getattr(ref, name), equal_nan=True), name
     assert fast.n_fail[0].sum() > 0 and not fast.queue_loose[0]
-    sub, start = fast.submit_s[0, :400], fast.start_s[0, :400]
+    sub, start = fast.submit_s[0, :n], fast.start_s[0, :n]
     times = np.sort(np.concatenate([sub, start]))
     queue = np.searchsorted(np.sort(sub), times, "right") - np.searchsorted(np.sort(start), times, "right")
     assert ((queue[:-1] < 24) & (queue[1:] >= 24)).sum() >= 2  # (last attempts' starts: roughly)
