@@ -125,7 +125,7 @@ def _decide_strict(c, e, order, rule, n, total_free, feats, keys, tc, ws, out_pa
         for i in range(1, n):
             if _before(keys[i], keys[best]):
                 best = i
-    j = pend[best]
+    j = np.int64(pend[best])
     if c.min_gpus[e, j] > total_free:
         return -1
     if _try_place(c, e, j, rule, tc, ws, out_path, out_alloc):
@@ -156,7 +156,7 @@ def _decide(c, e, order, rule, window, strict, feats, keys, tried, cand, tc, ws,
     n = c.n_pending[e] if window <= 0 else min(window, c.n_pending[e])
     if n == 0:
         return -1
-    total_free = 0
+    total_free = np.int64(0)  # a literal 0 would compile its callees once more
     for r in range(c.free.shape[1]):
         total_free += c.free[e, r]
     if total_free <= 0:
@@ -262,7 +262,7 @@ def _index_add(c, e, order, ix, j):
     k = queue_index.class_of(ix, cv)
     if k < 0:
         return False
-    queue_index.insert(ix, k, v, j, c.min_gpus[e, j])
+    queue_index.insert(ix, k, v, np.int64(j), c.min_gpus[e, j])
     return True
 
 
@@ -347,7 +347,7 @@ def _decide_indexed(c, e, order, rule, ix, cur, head, head_key, tc, ws, out_path
     monotone in the value; the caller decides by ``_decide``)."""
     if c.n_pending[e] == 0:
         return -1
-    total_free = 0
+    total_free = np.int64(0)  # a literal 0 would compile its callees once more
     for r in range(c.free.shape[1]):
         total_free += c.free[e, r]
     if total_free <= 0:
@@ -371,7 +371,7 @@ def _decide_indexed(c, e, order, rule, ix, cur, head, head_key, tc, ws, out_path
             cur[k, 0], cur[k, 1] = queue_index.lower_bound(ix, k, -np.inf, -1)
             _class_head(ix, k, order, total_free, stamp, e1_max, b_max, a, cur, head, head_key)
     while True:
-        best = -1
+        best = np.int64(-1)
         for k in range(ncls):
             if head[k, 2] >= 0 and (
                 best < 0 or queue_index.entry_before(head_key[k], head[k, 2], head_key[best], head[best, 2])
@@ -454,7 +454,7 @@ def _run_indexed(c, e, order, rule, ix, until_queue, was_out, cur, head, head_ke
         j = _decide_indexed(c, e, order, rule, ix, cur, head, head_key, tc, ws, out_path, out_alloc)
         if j == -2:  # _decide reads the queue in its order
             tighten_queue(c, e)
-            j = _decide(c, e, order, rule, 0, False, feats, keys, tried, cand, tc, ws, out_path, out_alloc)
+            j = _decide(c, e, order, rule, np.int64(0), np.bool_(False), feats, keys, tried, cand, tc, ws, out_path, out_alloc)
             loosen_queue(c, e)
         if j >= 0:
             _index_drop(c, e, order, ix, j)
@@ -500,7 +500,7 @@ def run_fixed_policy(c, e, order, rule, window, strict=False, index_from=INDEX_F
     out_path = np.empty(k, dtype=np.int64)
     out_alloc = np.empty(k, dtype=np.int64)
     tc, ws = scratch(c.k_target_max[e], c.free.shape[1])
-    ix = queue_index.new_index()
+    ix = queue_index.new_index(np.int64(4))
     cur = np.zeros((queue_index.MAX_CLASSES, 2), dtype=np.int64)
     head = np.zeros((queue_index.MAX_CLASSES, 3), dtype=np.int64)
     head_key = np.zeros(queue_index.MAX_CLASSES)

@@ -220,7 +220,7 @@ def insertion_sort(row, m):
         row[q + 1] = x
 
 
-@_inline
+@_jit
 def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws):
     """Alg. 1 exactly as printed, with free GPUs in place of G_r.
 
@@ -408,7 +408,7 @@ def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocato
 # --------------------------------------------------------------------------- baselines
 
 
-@_inline
+@_jit
 def _single_region_kernel(free, prices, k_star, cheapest, out_path, out_alloc, min_gpus=1):
     """LCF (cheapest=True): the cheapest region with at least ``min_gpus`` free GPUs (the
     job's minimum; 1 in the paper); LDF: the region with the most free GPUs. Either takes
@@ -433,7 +433,7 @@ def _single_region_kernel(free, prices, k_star, cheapest, out_path, out_alloc, m
     return n, 1
 
 
-@_inline
+@_jit
 def _cr_lcf_kernel(free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws):
     """CR-LCF: aggregate regions in ascending price order until K* GPUs. A region whose link
     from the current tail cannot carry b_j = A / t_comp(g') (Eq. 6, all links of the path
@@ -513,7 +513,7 @@ def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, in_path):
     return g, n
 
 
-@_inline
+@_jit
 def _cr_ldf_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws):
     """CR-LDF (allocator=fill) and BACE-Pipe w/o Pathfinder (CR-LDF's path, Cost-Min)."""
     g, n = _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, ws[2])
@@ -562,19 +562,28 @@ def rule_target(rule, k_star, min_gpus=1):
 
 
 @_inline
+def _allocator(rule):
+    """The allocator a path rule ends with. An int64, not a literal: numba compiles a called
+    kernel once per literal argument value."""
+    if rule == RULE_PATHFINDER_UNIFORM:
+        return np.int64(ALLOC_UNIFORM)
+    if (rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER
+            or rule == RULE_CR_LDF_COST_MIN):
+        return np.int64(ALLOC_COST_MIN)
+    return np.int64(ALLOC_FILL)
+
+
+@_inline
 def apply_rule_kept(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws, min_gpus,
                     bandwidth, nbr, nbr_ready, resv_cols, resv_nnz):
     """``apply_rule`` with the Pathfinder rules on ``_pathfinder_sorted_kernel`` (the same
-    placements; what the simulator keeps per episode passed in)."""
-    if rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER:
+    placements; what the simulator keeps per episode passed in). That kernel is inlined, at
+    this one call site: the fixed policies' Pathfinder rules run it at every try."""
+    if (rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER
+            or rule == RULE_PATHFINDER_UNIFORM):
         return _pathfinder_sorted_kernel(
-            free, prices, bw, rule_target(rule, k_star, min_gpus), activation, tc, ALLOC_COST_MIN, out_path,
-            out_alloc, ws, bandwidth, nbr, nbr_ready, resv_cols, resv_nnz,
-        )
-    if rule == RULE_PATHFINDER_UNIFORM:
-        return _pathfinder_sorted_kernel(
-            free, prices, bw, k_star, activation, tc, ALLOC_UNIFORM, out_path, out_alloc, ws, bandwidth, nbr,
-            nbr_ready, resv_cols, resv_nnz,
+            free, prices, bw, np.int64(rule_target(rule, k_star, min_gpus)), activation, tc, _allocator(rule),
+            out_path, out_alloc, ws, bandwidth, nbr, nbr_ready, resv_cols, resv_nnz,
         )
     return apply_rule(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws, min_gpus)
 
@@ -583,29 +592,20 @@ def apply_rule_kept(rule, free, prices, bw, k_star, activation, tc, out_path, ou
 def apply_rule(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws, min_gpus=1):
     """Dispatch a rule id to its kernel. ``tc`` must cover L = 0..k_star; ``ws`` is (4, K)
     int64 scratch space. Single-region rules choose among regions with at least ``min_gpus``
-    free GPUs; the path rules may return fewer, which the caller refuses. Inlined into its
-    callers: a compiled call that passes eight arrays costs about as much as a rule's own work
-    on a few regions."""
-    target = rule_target(rule, k_star, min_gpus)
-    if rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER:
-        return _pathfinder_kernel(
-            free, prices, bw, target, activation, tc, ALLOC_COST_MIN, out_path, out_alloc, ws
-        )
-    if rule == RULE_PATHFINDER_UNIFORM:
-        return _pathfinder_kernel(
-            free, prices, bw, target, activation, tc, ALLOC_UNIFORM, out_path, out_alloc, ws
-        )
-    if rule == RULE_CR_LDF_COST_MIN:
-        return _cr_ldf_kernel(
-            free, prices, bw, target, activation, tc, ALLOC_COST_MIN, out_path, out_alloc, ws
-        )
-    if rule == RULE_LCF:
-        return _single_region_kernel(free, prices, target, True, out_path, out_alloc, min_gpus)
-    if rule == RULE_LDF:
-        return _single_region_kernel(free, prices, target, False, out_path, out_alloc, min_gpus)
+    free GPUs; the path rules may return fewer, which the caller refuses. Each kernel is a
+    compiled function of its own, called with one signature (no literal arguments): numba
+    copies an inlined function's IR at every call site, inlined ones included, and the core's
+    cold compile took 40% longer with these kernels inlined, its run no faster
+    (docs/performance.md, "Compiling the core")."""
+    target = np.int64(rule_target(rule, k_star, min_gpus))
+    if (rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER
+            or rule == RULE_PATHFINDER_UNIFORM):
+        return _pathfinder_kernel(free, prices, bw, target, activation, tc, _allocator(rule), out_path, out_alloc, ws)
+    if rule == RULE_LCF or rule == RULE_LDF:
+        return _single_region_kernel(free, prices, target, rule == RULE_LCF, out_path, out_alloc, np.int64(min_gpus))
     if rule == RULE_CR_LCF:
         return _cr_lcf_kernel(free, prices, bw, target, activation, tc, out_path, out_alloc, ws)
-    return _cr_ldf_kernel(free, prices, bw, target, activation, tc, ALLOC_FILL, out_path, out_alloc, ws)
+    return _cr_ldf_kernel(free, prices, bw, target, activation, tc, _allocator(rule), out_path, out_alloc, ws)
 
 
 # --------------------------------------------------------------------------- Eq. (5)/(6)

@@ -511,8 +511,8 @@ def _release(c, e, j):
     for r in range(free.shape[0]):
         free[r] += alloc[r]
     for i in range(c.plen[e, j] - 1):
-        u = path[i]
-        v = path[i + 1]
+        u = np.int64(path[i])  # as ``place`` calls _track_link (one signature)
+        v = np.int64(path[i + 1])
         was_uv, was_vu = resv[u, v] != 0.0, resv[v, u] != 0.0
         resv[u, v] = max(0.0, resv[u, v] - bj)
         resv[v, u] = max(0.0, resv[v, u] - bj)
@@ -589,7 +589,7 @@ def _fail(c, e, j):
         c.free[e, r] -= broken
         c.repairing[e, r] += broken
     _, delay_h = handle_failure(
-        True, c.handler_u[e, j, a], c.handler_on[e], c.handler_tpr[e], c.handler_fpr[e], c.diagnosis_h[e], c.manual_h[e]
+        np.bool_(True), c.handler_u[e, j, a], c.handler_on[e], c.handler_tpr[e], c.handler_fpr[e], c.diagnosis_h[e], c.manual_h[e]
     )
     _delay(c, e, j, t, delay_h)
     c.n_fail[e, j] += 1
@@ -616,8 +616,8 @@ def _misjudged(c, e, j):
     started ``max_attempts`` attempts (the core's pre-drawn attempts): that one ends it."""
     if not c.handler_on[e] or c.attempt[e, j] >= c.handler_u.shape[2] or not _application_failure(c, e, j):
         return False
-    restarted, _ = handle_failure(
-        False, c.handler_u[e, j, c.attempt[e, j] - 1], True, c.handler_tpr[e], c.handler_fpr[e],
+    restarted, _ = handle_failure(  # plain bools: a literal compiles it once per value
+        np.bool_(False), c.handler_u[e, j, c.attempt[e, j] - 1], np.bool_(True), c.handler_tpr[e], c.handler_fpr[e],
         c.diagnosis_h[e], c.manual_h[e],
     )
     return restarted
@@ -790,7 +790,7 @@ def place(c, e, j, path, plen, alloc):
     if c.status[e, j] != PENDING:
         return -1
     k = c.free.shape[1]
-    g = 0
+    g = np.int64(0)  # not a literal 0: t_comp_nb and time_to_failure compile once
     for r in range(k):
         g += alloc[r]
     if g < c.min_gpus[e, j] or g < 1:
