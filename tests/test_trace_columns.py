@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import baselines
 import geo_gym
@@ -20,7 +22,7 @@ from geo_gym.cluster import paper_cluster
 from geo_gym.scenarios import Scenario
 from geo_gym.uncertainty import UncertaintyConfig
 from geo_gym.workload import SpecTable
-from traces import read_trace
+from traces import mapping, read_trace
 from traces.mapping import FRAME_DTYPES, MappingOptions, _job_spec, _map_row, map_trace, select_jobs
 
 DATA = Path(__file__).resolve().parents[1] / "traces" / "data"
@@ -226,3 +228,16 @@ def test_simulate_returns_the_cores_memory_on_large_workloads(monkeypatch):
     assert calls == [1]
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
         assert runner._malloc_trim() is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["b", "a", "", "c", None]), min_size=0, max_size=6),
+       st.lists(st.integers(-1, 5), min_size=0, max_size=40))
+def test_categorical_from_codes_is_pandas_own(labels, index):
+    # the mapped table's label columns are built from (labels, index) without per-job strings;
+    # they must be the Categorical pandas builds from the per-job values (sorted categories,
+    # a label listed twice once, index -1 and None missing, unused labels absent)
+    labels = np.array(labels + ["d"], dtype=object)
+    index = np.array([i for i in index if i < len(labels)], dtype=np.int64)
+    values = np.array([labels[i] if i >= 0 else None for i in index], dtype=object)
+    pd.testing.assert_extension_array_equal(mapping._categorical(labels, index), pd.Categorical(values))

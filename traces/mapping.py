@@ -457,17 +457,19 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
     (tests/test_trace_mapping.py). No Python object per job but the per-job strings the table
     needs (names); the planted failures' tuples only for the jobs that have them."""
     n = len(sub)
-    job_id = sub["job_id"].to_numpy(dtype=object, copy=True)
+    # the frame's string dtype as it is (no Python string per job: building them was a fifth of
+    # a 1M-job mapping); indexed only for an error's job id
+    job_id = sub["job_id"].astype("str").reset_index(drop=True)
     gpus = sub["gpus"].to_numpy(dtype=np.int64)
     request = np.maximum(gpus, 1)  # CPU-only jobs reach here only with gpu_only=False: 1 GPU
     if int(request.max()) > np.iinfo(np.int32).max:  # the table's counts are int32 (FRAME_DTYPES)
         i = int(request.argmax())
         raise ValueError(f"job {job_id[i]!r}: requests {int(request[i])} GPUs, more than {np.iinfo(np.int32).max}")
     # per distinct request, in the order of each one's first job (an error names that job)
-    requests, first, which = np.unique(request, return_index=True, return_inverse=True)
-    which = which.reshape(-1)
+    which, requests = pd.factorize(request)  # numbered in order of first appearance
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(which), prepend=-1) > 0)
     per_request = [None] * requests.shape[0]
-    for r in np.argsort(first, kind="stable").tolist():
+    for r in range(requests.shape[0]):
         model, kstar, mem_min, min_gpus, stages, t_iter = _request_plan(
             int(requests[r]), job_id[first[r]], opts, gpu, overhead, intra)
         per_request[r] = (catalog.MODELS.index(model), model.layers, mem_min, kstar, min_gpus, stages, t_iter)
@@ -480,11 +482,12 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
     # per distinct final state
     state = sub["state"].to_numpy(dtype=object)  # (a view where it can: read, not kept)
     state_i, states = pd.factorize(state)  # in order of first appearance
+    states = np.asarray(states, dtype=object)
     ratios = [fate_rule(str(st), opts.early_end_fraction, opts.interrupted_fraction) for st in states]
     executed_ratio = np.array([e for e, _ in ratios])[state_i]
     configured_ratio = np.array([c for _, c in ratios])[state_i]
     fate = np.array([e / c for e, c in ratios])[state_i]
-    end_kind = np.array([end_kind_rule(str(st)) for st in states], dtype=object)[state_i]
+    end_kinds = np.array([end_kind_rule(str(st)) for st in states], dtype=object)
     duration = sub["duration"].to_numpy(dtype=np.float64, copy=True)
     bad = ~((duration > 0) & np.isfinite(duration) & (t_iter > 0) & np.isfinite(t_iter))
     if bad.any():
@@ -507,12 +510,12 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
             hours[i] = tuple(p * int(stages[i]) / 3600.0 for p in points[: opts.max_failures])
     names = _model_names()
     columns = {
-        "job_id": job_id,
-        "name": job_id + ("-" + names[model_i]),
-        "state": pd.Categorical(state),
+        "job_id": job_id.array,
+        "name": (job_id + pd.Series(("-" + names)[model_i], dtype="str")).array,
+        "state": _categorical(states, state_i),
         "gpus": gpus.astype(FRAME_DTYPES["gpus"]),  # the trace's request (0: a CPU-only job)
         "max_gpus": request.astype(FRAME_DTYPES["max_gpus"]),  # JobSpec.max_gpus
-        "model": pd.Categorical(names[model_i]),
+        "model": _categorical(names, model_i),
         "layers": layers,  # the most stages pure PP can split it into
         "memory_min": mem_min,  # the fewest GPUs it fits on (geo_gym.memory)
         "kstar": kstar,
@@ -523,12 +526,25 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
         "executed_iters": executed,
         "configured_iters": configured,  # JobSpec.iterations
         "fate_fraction": fate,
-        "end_kind": pd.Categorical(end_kind),
+        "end_kind": _categorical(end_kinds, state_i),
         "run_s": executed * t_iter,  # the ideal run of the executed work
         "failure_gpu_hours": hours,
-        **{key: pd.Categorical(sub[key].to_numpy(dtype=object)) for key in ("user", "vc", "type")},
+        **{key: _categorical(*reversed(pd.factorize(sub[key]))) for key in ("user", "vc", "type")},
     }
     return columns, model_i
+
+
+def _categorical(labels, index: np.ndarray) -> pd.Categorical:
+    """``pd.Categorical(labels[index])`` (index -1: missing) without the per-job labels: the
+    categories are the labels used, sorted, as pd.Categorical builds them from the values.
+    Building them from a million strings was a third of a 1M-job mapping's time."""
+    labels = np.append(np.asarray(labels, dtype=object), None)  # index -1 reads the None
+    used = np.flatnonzero(np.bincount(index + 1, minlength=len(labels))[np.r_[1:len(labels), 0]])
+    used = used[pd.notna(labels[used])]
+    categories = np.unique(labels[used])  # sorted, a label listed twice once
+    code_of = np.full(len(labels), -1, dtype=np.int64)
+    code_of[used] = np.searchsorted(categories, labels[used])
+    return pd.Categorical.from_codes(code_of[index], categories=pd.Index(categories))
 
 
 @lru_cache(maxsize=1)
@@ -539,26 +555,32 @@ def _model_names() -> np.ndarray:
 def _spec_table(jobs: pd.DataFrame, model_index: np.ndarray) -> workload.SpecTable:
     """The scenario's jobs as columns (``workload.SpecTable``): the JobSpecs :func:`_job_spec`
     builds, one per row of the mapped table, without building them."""
-    def text(column: str) -> np.ndarray:  # None (and "") -> "", as `row[...] or ""` (strings or None)
-        values = jobs[column].to_numpy(dtype=object)
-        return np.where(pd.isna(values), "", values).astype(object)
+    def text(column: str) -> tuple[np.ndarray, np.ndarray]:
+        """A category column as (labels, per-job index), missing (None) -> "" as `row[...] or ""`."""
+        values = jobs[column].array
+        labels = np.append(np.asarray(values.categories, dtype=object), "")
+        return labels, np.where(values.codes < 0, len(labels) - 1, values.codes)
 
-    def per_distinct(rule, *columns: np.ndarray) -> np.ndarray:
-        """rule(*row) for each row, computed once per distinct row (shared string objects)."""
-        codes, uniques = zip(*(pd.factorize(c) for c in columns), strict=True)
+    def per_distinct(rule, *columns: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
+        """rule(*labels) for each row, computed once per distinct combination of labels."""
         key = np.zeros(len(jobs), dtype=np.int64)
-        for c, u in zip(codes, uniques, strict=True):
-            key = key * len(u) + c
-        distinct, first, which = np.unique(key, return_index=True, return_inverse=True)
-        values = [rule(*(col[i] for col in columns)) for i in first.tolist()]
-        return np.array(values + [None], dtype=object)[:-1][which.reshape(-1)]
+        for labels, index in columns:
+            key = key * len(labels) + index
+        which, distinct = pd.factorize(key)
+        values = []
+        for k in distinct.tolist():
+            row = []
+            for labels, _ in reversed(columns):
+                k, i = divmod(k, len(labels))
+                row.append(labels[i])
+            values.append(rule(*reversed(row)))
+        return _categorical(values, which)
 
     vc, typ = text("vc"), text("type")
     task = per_distinct(lambda t: (t or "train").lower(), typ)
-    label = per_distinct(lambda v, t, m: " ".join(x for x in (v, t) if x) or m, vc, typ,
-                         jobs["model"].to_numpy(dtype=object))
+    label = per_distinct(lambda v, t, m: " ".join(x for x in (v, t) if x) or m, vc, typ, text("model"))
     # a few distinct strings per column: categories (1-2 B a job) rather than object arrays (8)
-    user, vc, typ, task, label = (pd.Categorical(c) for c in (text("user"), vc, typ, task, label))
+    user, vc, typ = (_categorical(*c) for c in (text("user"), vc, typ))
     hours = jobs["failure_gpu_hours"].to_numpy(dtype=object)
     planted = {i: hours[i] for i in np.flatnonzero(pd.notna(hours)).tolist()}
     max_gpus = jobs["max_gpus"].to_numpy(dtype=np.int64)  # one int64 copy, for both uses

@@ -189,6 +189,12 @@ def _first(mask: np.ndarray) -> int | None:
     return int(np.argmax(mask)) if mask.any() else None
 
 
+def _types(values: np.ndarray) -> set[type]:
+    """The exact types in an object array: one pass in C, so that a column whose values are all
+    of the expected types needs no Python loop (the loops find the first bad row otherwise)."""
+    return set(map(type, values))
+
+
 def _check_strings(df: pd.DataFrame, source: Any) -> None:
     # A string column (pandas' str dtype) holds strings and NaN only: its checks are
     # vectorised; an object column is checked value by value (a table of millions of jobs
@@ -216,7 +222,8 @@ def _check_strings(df: pd.DataFrame, source: Any) -> None:
             row = _first(df[col].isna().to_numpy())
         else:
             values = df[col].to_numpy(dtype=object)
-            row = next((r for r, v in enumerate(values) if not (v is None or isinstance(v, str))), None)
+            row = None if _types(values) <= {str, type(None)} else next(
+                (r for r, v in enumerate(values) if not (v is None or isinstance(v, str))), None)
         if row is not None:
             value = df[col].iloc[row]
             raise _bad(source, row, col, f"must be a string or None, got {value!r}")
@@ -226,7 +233,10 @@ def _check_attempts(df: pd.DataFrame, source: Any) -> None:
     counts = df["num_attempts"].to_numpy()
     column = df["attempts"].to_numpy(dtype=object)
     # only rows with attempts, or whose count or type is off, can be wrong: checked in order
-    sizes = np.fromiter((len(a) if type(a) is tuple else -1 for a in column), np.int64, len(column))
+    if _types(column) == {tuple}:
+        sizes = np.fromiter(map(len, column), np.int64, len(column))
+    else:
+        sizes = np.fromiter((len(a) if type(a) is tuple else -1 for a in column), np.int64, len(column))
     for row in np.flatnonzero((sizes != 0) | (counts != 0)).tolist():
         attempts = column[row]
         if not isinstance(attempts, tuple):
