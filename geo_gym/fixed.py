@@ -479,7 +479,6 @@ INDEX_FROM = 1024
 INDEX_UNTIL = 256
 
 
-@_jit
 def run_fixed_policy(c, e, order, rule, window, strict=False, index_from=INDEX_FROM, index_until=INDEX_UNTIL):
     """The fast path: run the whole workload in slot e under (order, rule), backfilling unless
     ``strict`` (see ``decide``). Returns False if
@@ -490,7 +489,13 @@ def run_fixed_policy(c, e, order, rule, window, strict=False, index_from=INDEX_F
     queue, until it is shorter than ``index_until``: then a decision's cost does not grow with
     the queue. Meanwhile the queue itself is loose (``sim.loosen_queue``: a start takes O(1),
     not a shift of the queue's tail); it is in submit order again whenever this returns. The
-    decisions are ``_decide``'s either way (tests/test_queue_index.py)."""
+    decisions are ``_decide``'s either way (tests/test_queue_index.py).
+
+    This driver is Python around compiled phases, which return only when the run switches
+    between reading the queue and the index (rarely), so that a run whose queue stays short
+    never compiles the index's code (a third of a cold ``geo_gym.simulate`` compile)."""
+    e, order, rule, window = int(e), int(order), int(rule), int(window)
+    strict = bool(strict)
     k = c.free.shape[1]
     n_max = c.submit_s.shape[1]
     feats = np.empty((n_max, NUM_CAND_FEATURES), dtype=np.float32)
@@ -499,21 +504,23 @@ def run_fixed_policy(c, e, order, rule, window, strict=False, index_from=INDEX_F
     cand = np.empty(n_max, dtype=np.int64)
     out_path = np.empty(k, dtype=np.int64)
     out_alloc = np.empty(k, dtype=np.int64)
-    tc, ws = scratch(c.k_target_max[e], c.free.shape[1])
-    ix = queue_index.new_index(np.int64(4))
-    cur = np.zeros((queue_index.MAX_CLASSES, 2), dtype=np.int64)
-    head = np.zeros((queue_index.MAX_CLASSES, 3), dtype=np.int64)
-    head_key = np.zeros(queue_index.MAX_CLASSES)
-    was_out = np.empty(64, dtype=np.int32)
-    index_from = index_from if window <= 0 and not strict else n_max + 1
-    index_until = min(index_until, index_from)  # else a queue between them would flip forever
+    tc, ws = scratch(c.k_target_max[e], k)
+    index_from = int(index_from) if window <= 0 and not strict else n_max + 1
+    index_until = min(int(index_until), index_from)  # else a queue between them would flip forever
+    ix = None
     while True:
         why = _run_reading_queue(c, e, order, rule, window, strict, index_from, feats, keys, tried, cand, tc, ws,
                                  out_path, out_alloc)
         if why != _LONG:
             return why == _DONE
+        if ix is None:
+            ix = queue_index.new_index(4)
+            cur = np.zeros((queue_index.MAX_CLASSES, 2), dtype=np.int64)
+            head = np.zeros((queue_index.MAX_CLASSES, 3), dtype=np.int64)
+            head_key = np.zeros(queue_index.MAX_CLASSES)
+            was_out = np.empty(64, dtype=np.int32)
         if queue_index.room(ix) < c.n_pending[e]:
-            ix = queue_index.grow(ix, c.n_pending[e])
+            ix = queue_index.grow(ix, int(c.n_pending[e]))
         if not _index_build(c, e, order, ix):
             index_from = n_max + 1  # too many classes: read the queue from now on
             continue
@@ -526,7 +533,7 @@ def run_fixed_policy(c, e, order, rule, window, strict=False, index_from=INDEX_F
                 n_out = c.n_running[e] + c.n_delayed[e]
                 if n_out > was_out.shape[0]:
                     was_out = np.empty(2 * n_out, dtype=np.int32)
-                need = _queued_by_next_event(c, e)
+                need = int(_queued_by_next_event(c, e))
                 if queue_index.room(ix) < need:
                     ix = queue_index.grow(ix, need)
         tighten_queue(c, e)
