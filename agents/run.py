@@ -170,7 +170,7 @@ def check_settings(run: Path, settings: TrainSettings, resume: bool) -> None:
     path = run / "settings.json"
     mine = {key: getattr(settings, key) for key in SETTINGS}
     if not resume:
-        path.write_text(json.dumps(mine, indent=1) + "\n")
+        path.write_text(json.dumps({**mine, "machine": machine(settings)}, indent=1) + "\n")
         return
     if not path.exists():
         return  # a run from before settings were recorded: nothing to compare
@@ -179,6 +179,23 @@ def check_settings(run: Path, settings: TrainSettings, resume: bool) -> None:
                for k in SETTINGS if k in saved and saved[k] != mine[k]]
     if changed:
         raise RunError(f"--resume keeps the run's settings; these differ: {'; '.join(changed)}")
+
+
+def machine(settings: TrainSettings) -> dict:
+    """What decides a trained run's numbers besides its settings (recorded, never compared on
+    --resume): torch's thread count and the CPU vector instructions its kernels use (AVX-512,
+    AVX2, ...: each sums in its own order, so the same seed trains another agent on another
+    CPU, docs/training.md), and the versions of the libraries that do the arithmetic."""
+    import numpy
+    import sb3_contrib
+    import stable_baselines3
+    import torch
+
+    return {
+        "torch": torch.__version__, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_threads": settings.torch_threads, "stable_baselines3": stable_baselines3.__version__,
+        "sb3_contrib": sb3_contrib.__version__, "numpy": numpy.__version__,
+    }
 
 
 def plot_curve(history, path: Path) -> None:

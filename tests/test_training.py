@@ -185,6 +185,13 @@ def test_resume_falls_back_to_the_previous_checkpoint_and_logs_progress(tmp_path
     for name in ("last.zip", "previous.zip", "comparison.csv", "eval.csv", "curve.png", "settings.json", "tb/"):
         assert name in wrote
     run = tmp_path / "runs" / "t"
+    # what decides the numbers besides the settings is recorded: the same seed trains another
+    # agent on a CPU whose vector instructions differ (docs/training.md)
+    import torch
+
+    machine = json.loads((run / "settings.json").read_text())["machine"]
+    assert machine["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert machine["torch_threads"] == 1 and machine["torch"] == torch.__version__
     assert not (run / "last-partial.zip").exists()
     assert load_model("maskable-ppo", run / "previous.zip").num_timesteps == 512  # the save before the end's
 
