@@ -165,20 +165,28 @@ def parse_args(parser, argv=None):
     return args
 
 
-def check_settings(run: Path, settings: TrainSettings, resume: bool) -> None:
-    """Write the run's settings (a fresh run) or check that resuming keeps them."""
+def check_settings(run: Path, settings: TrainSettings, resume: bool) -> str | None:
+    """Write the run's settings (a fresh run) or check that resuming keeps them; returns a
+    note when the resumed run goes on with other arithmetic (another ``machine``), which
+    continues it fine but not as the uninterrupted run would have."""
     path = run / "settings.json"
     mine = {key: getattr(settings, key) for key in SETTINGS}
     if not resume:
         path.write_text(json.dumps({**mine, "machine": machine(settings)}, indent=1) + "\n")
-        return
+        return None
     if not path.exists():
-        return  # a run from before settings were recorded: nothing to compare
+        return None  # a run from before settings were recorded: nothing to compare
     saved = json.loads(path.read_text())
     changed = [f"--{k.replace('_', '-')} {mine[k]!r} (the run has {saved[k]!r})"
                for k in SETTINGS if k in saved and saved[k] != mine[k]]
     if changed:
         raise RunError(f"--resume keeps the run's settings; these differ: {'; '.join(changed)}")
+    here, there = machine(settings), saved.get("machine") or {}
+    other = [f"{k} {here[k]!r} (the run started with {there[k]!r})" for k in here if k in there and there[k] != here[k]]
+    if other:
+        return ("this machine's arithmetic differs from the one the run started on, so the run goes on "
+                f"as it would not have uninterrupted: {'; '.join(other)}")
+    return None
 
 
 def machine(settings: TrainSettings) -> dict:
@@ -397,7 +405,9 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
     last = run / "last.zip"
     if resume and not last.exists() and not previous_path(last).exists():
         raise RunError(f"--resume: no checkpoint at {last}")
-    check_settings(run, s, resume)
+    machine_note = check_settings(run, s, resume)
+    if machine_note:
+        log(f"--resume: {machine_note}")
     if not resume:  # a fresh run under a used name: no stale curves next to the new ones
         for stale in ("eval.csv", "curve.png", "monitor.csv", "bc.csv"):
             (run / stale).unlink(missing_ok=True)

@@ -227,3 +227,21 @@ def test_verified_checkpoints_leave_training_unchanged(tmp_path):
     _truncate(tmp_path / "last.zip")
     with pytest.raises(CheckpointError, match="last.zip"):
         verify_checkpoint(tmp_path / "last.zip", type(load_model("maskable-ppo", tmp_path / "previous.zip")))
+
+
+def test_resuming_on_other_arithmetic_is_noted_and_other_settings_refused(tmp_path):
+    from dataclasses import replace
+
+    from agents.run import RunError, TrainSettings, check_settings
+
+    s = TrainSettings()
+    assert check_settings(tmp_path, s, resume=False) is None
+    assert check_settings(tmp_path, s, resume=True) is None  # the same machine: nothing to say
+    saved = json.loads((tmp_path / "settings.json").read_text())
+    saved["machine"]["torch_cpu_capability"] = "NEON"  # as if the run had started on an ARM CPU
+    (tmp_path / "settings.json").write_text(json.dumps(saved))
+    note = check_settings(tmp_path, s, resume=True)
+    assert note is not None and "torch_cpu_capability" in note and "(the run started with 'NEON')" in note
+    assert "torch_threads" not in note
+    with pytest.raises(RunError, match="--seed 1 \\(the run has 0\\)"):
+        check_settings(tmp_path, replace(s, seed=1), resume=True)
