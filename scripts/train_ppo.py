@@ -27,8 +27,9 @@ protocol.json (the best fixed policy, the orders it was chosen among, agent / be
 trained objective with a bootstrap 95% CI over the paired test seeds),
 curve.png (the eval.csv curves) and settings.json (the options that define the run).
 
-The same --seed and --torch-threads give the same run; another thread count sums in another
-order and gives a different one.
+The same --seed and --torch-threads give the same run on one machine; another thread count,
+or a CPU whose vector instructions torch uses differ (AVX-512, AVX2, ...), sums in another
+order and gives a different one (settings.json records the machine; docs/training.md).
 
 --resume continues runs/<name>/last.zip to --timesteps in all, with the run's own settings
 (a differing --scenario, --uncertainty, ... is an error), its TensorBoard logs in the same
