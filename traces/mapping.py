@@ -454,8 +454,9 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
     """The mapped jobs as columns (those of :func:`_map_row`, the per-job rules, in its order)
     and each job's index into ``catalog.MODELS``: the rules run once per GPU request and once
     per final state, then one gather per column, to the same numbers as :func:`_map_row`
-    (tests/test_trace_mapping.py). No Python object per job but the per-job strings the table
-    needs (names); the planted failures' tuples only for the jobs that have them."""
+    (tests/test_trace_mapping.py). No Python object per job: ids and names stay in pandas'
+    string dtype, labels are categories; the planted failures' tuples only for the jobs that
+    have them."""
     n = len(sub)
     # the frame's string dtype as it is (no Python string per job: building them was a fifth of
     # a 1M-job mapping); indexed only for an error's job id
@@ -466,7 +467,8 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
         i = int(request.argmax())
         raise ValueError(f"job {job_id[i]!r}: requests {int(request[i])} GPUs, more than {np.iinfo(np.int32).max}")
     # per distinct request, in the order of each one's first job (an error names that job)
-    which, requests = pd.factorize(request)  # numbered in order of first appearance
+    # numbered in order of first appearance, so the codes' running maximum rises at each first job
+    which, requests = pd.factorize(request)
     first = np.flatnonzero(np.diff(np.maximum.accumulate(which), prepend=-1) > 0)
     per_request = [None] * requests.shape[0]
     for r in range(requests.shape[0]):
@@ -539,6 +541,7 @@ def _categorical(labels, index: np.ndarray) -> pd.Categorical:
     categories are the labels used, sorted, as pd.Categorical builds them from the values.
     Building them from a million strings was a third of a 1M-job mapping's time."""
     labels = np.append(np.asarray(labels, dtype=object), None)  # index -1 reads the None
+    index = np.asarray(index, dtype=np.intp)  # (category codes may be int8: no overflow below)
     used = np.flatnonzero(np.bincount(index + 1, minlength=len(labels))[np.r_[1:len(labels), 0]])
     used = used[pd.notna(labels[used])]
     categories = np.unique(labels[used])  # sorted, a label listed twice once
