@@ -467,9 +467,8 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
         i = int(request.argmax())
         raise ValueError(f"job {job_id[i]!r}: requests {int(request[i])} GPUs, more than {np.iinfo(np.int32).max}")
     # per distinct request, in the order of each one's first job (an error names that job)
-    # numbered in order of first appearance, so the codes' running maximum rises at each first job
     which, requests = pd.factorize(request)
-    first = np.flatnonzero(np.diff(np.maximum.accumulate(which), prepend=-1) > 0)
+    first = _first_rows(which)
     per_request = [None] * requests.shape[0]
     for r in range(requests.shape[0]):
         model, kstar, mem_min, min_gpus, stages, t_iter = _request_plan(
@@ -531,21 +530,33 @@ def _map_columns(sub: pd.DataFrame, opts: MappingOptions, gpu, overhead: float,
         "end_kind": _categorical(end_kinds, state_i),
         "run_s": executed * t_iter,  # the ideal run of the executed work
         "failure_gpu_hours": hours,
-        **{key: _categorical(*reversed(pd.factorize(sub[key]))) for key in ("user", "vc", "type")},
+        **{key: _categorical(*_labels(sub[key])) for key in ("user", "vc", "type")},
     }
     return columns, model_i
+
+
+def _labels(values) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, each row's index into them; -1 where missing), by ``pd.factorize``."""
+    index, labels = pd.factorize(values)
+    return labels, index
+
+
+def _first_rows(index: np.ndarray) -> np.ndarray:
+    """The first row of each value of ``pd.factorize``'s codes (which number the values in the
+    order of their first rows, so the codes' running maximum rises exactly there)."""
+    return np.flatnonzero(np.diff(np.maximum.accumulate(index), prepend=-1) > 0)
 
 
 def _categorical(labels, index: np.ndarray) -> pd.Categorical:
     """``pd.Categorical(labels[index])`` (index -1: missing) without the per-job labels: the
     categories are the labels used, sorted, as pd.Categorical builds them from the values.
     Building them from a million strings was a third of a 1M-job mapping's time."""
-    labels = np.append(np.asarray(labels, dtype=object), None)  # index -1 reads the None
+    labels = np.asarray(labels, dtype=object)
     index = np.asarray(index, dtype=np.intp)  # (category codes may be int8: no overflow below)
-    used = np.flatnonzero(np.bincount(index + 1, minlength=len(labels))[np.r_[1:len(labels), 0]])
+    used = np.flatnonzero(np.bincount(index + 1, minlength=len(labels) + 1)[1:])  # labels some row has
     used = used[pd.notna(labels[used])]
     categories = np.unique(labels[used])  # sorted, a label listed twice once
-    code_of = np.full(len(labels), -1, dtype=np.int64)
+    code_of = np.full(len(labels) + 1, -1, dtype=np.int64)  # its last entry is index -1's: missing
     code_of[used] = np.searchsorted(categories, labels[used])
     return pd.Categorical.from_codes(code_of[index], categories=pd.Index(categories))
 
@@ -569,14 +580,8 @@ def _spec_table(jobs: pd.DataFrame, model_index: np.ndarray) -> workload.SpecTab
         key = np.zeros(len(jobs), dtype=np.int64)
         for labels, index in columns:
             key = key * len(labels) + index
-        which, distinct = pd.factorize(key)
-        values = []
-        for k in distinct.tolist():
-            row = []
-            for labels, _ in reversed(columns):
-                k, i = divmod(k, len(labels))
-                row.append(labels[i])
-            values.append(rule(*reversed(row)))
+        which, _ = pd.factorize(key)
+        values = [rule(*(labels[index[i]] for labels, index in columns)) for i in _first_rows(which).tolist()]
         return _categorical(values, which)
 
     vc, typ = text("vc"), text("type")
