@@ -20,18 +20,21 @@ from geo_gym import decision
 class SlotEncoder(BaseFeaturesExtractor):
     """``num_regions``: the env's region count (``agents.training.make_model`` passes it);
     without it the layout is inferred from the observation size, which is unique for up to
-    ``geo_gym.decision.MAX_INFERRED_REGIONS`` (45) regions (``decision.layout_from_obs_size``)."""
+    ``geo_gym.decision.MAX_INFERRED_REGIONS`` (45) regions (``decision.layout_from_obs_size``).
+    ``num_rules``: the placement options per slot (the env's ``num_rules``: 9 by default, 13
+    with ``rules="levels"``)."""
 
     def __init__(
         self, observation_space: gym.spaces.Box, slot_dim: int = 32, context_dim: int = 64,
-        num_regions: int | None = None,
+        num_regions: int | None = None, num_rules: int = decision.NUM_RULES,
     ):
         size = int(observation_space.shape[0])
-        num_regions, window = decision.layout_from_obs_size(size, num_regions)
+        num_regions, window = decision.layout_from_obs_size(size, num_regions, num_rules)
         self.num_regions = num_regions
+        self.num_rules = int(num_rules)
         self.context_size = decision.NUM_GLOBAL + decision.NUM_REGION * num_regions
         self.window = window
-        self.slot_size = decision.PER_SLOT
+        self.slot_size = decision.per_slot(num_rules)
         super().__init__(observation_space, context_dim + window * slot_dim)
         self.context = nn.Sequential(nn.Linear(self.context_size, context_dim), nn.ReLU())
         self.slot = nn.Sequential(
@@ -58,8 +61,8 @@ class SlotAttention(SlotEncoder):
     layout is ``SlotEncoder``'s, so the action head addresses slots the same way."""
 
     def __init__(self, observation_space: gym.spaces.Box, slot_dim: int = 32, context_dim: int = 64,
-                 num_regions: int | None = None, heads: int = 4):
-        super().__init__(observation_space, slot_dim, context_dim, num_regions)
+                 num_regions: int | None = None, heads: int = 4, num_rules: int = decision.NUM_RULES):
+        super().__init__(observation_space, slot_dim, context_dim, num_regions, num_rules)
         self.attend = nn.TransformerEncoderLayer(slot_dim, heads, dim_feedforward=2 * slot_dim, dropout=0.0,
                                                  batch_first=True)
         self.present = decision.S_PRESENT  # within a slot's block

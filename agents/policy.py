@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from baselines.policies import RandomPolicy
+from geo_gym.placement import NUM_RULES
 
 
 @contextmanager
@@ -42,13 +43,14 @@ class AgentPolicy:
         self.name = name
         # the model's own layout (SlotEncoder); None: inferred from the observation size
         self.num_regions = getattr(model.policy.features_extractor, "num_regions", None)
+        self.num_rules = getattr(model.policy.features_extractor, "num_rules", NUM_RULES)
         self.rng = np.random.default_rng(seed)
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True):
         obs = np.asarray(observation, dtype=np.float32)
         single = obs.ndim == 1
         batch = obs[None] if single else obs
-        masks = np.stack([RandomPolicy.mask(row, self.num_regions) for row in batch])
+        masks = np.stack([RandomPolicy.mask(row, self.num_regions, self.num_rules) for row in batch])
         with torch.no_grad(), unvalidated_distributions():
             tensor, _ = self.model.policy.obs_to_tensor(batch)
             dist = self.model.policy.get_distribution(tensor).distribution

@@ -21,7 +21,7 @@ import pandas as pd
 
 from agents.evaluation import evaluate
 from baselines.policies import FixedPolicy
-from geo_gym.placement import RULE_NAMES
+from geo_gym.placement import rule_set
 
 # Every queue order of baselines.FixedPolicy: the default family. Documented runs measured
 # before QSSF joined it name ``--protocol-orders fcfs sjf priority`` (docs/training.md).
@@ -42,9 +42,11 @@ def check_orders(orders: Sequence[str]) -> tuple[str, ...]:
     return orders
 
 
-def order_rule_policies(orders: Sequence[str] = ORDERS) -> dict[str, FixedPolicy]:
-    """Every queue order of ``orders`` x placement rule, named "<order>+<rule>"."""
-    return {f"{o}+{r}": FixedPolicy(f"{o}+{r}", o, r) for o in check_orders(orders) for r in RULE_NAMES}
+def order_rule_policies(orders: Sequence[str] = ORDERS, rules=None) -> dict[str, FixedPolicy]:
+    """Every queue order of ``orders`` x placement rule of the option set ``rules`` (the env's:
+    ``geo_gym.placement.rule_set``), named "<order>+<rule>"."""
+    return {f"{o}+{r}": FixedPolicy(f"{o}+{r}", o, r, rules=rules)
+            for o in check_orders(orders) for r in rule_set(rules)}
 
 
 def objective(avg_jct_h: float, total_cost: float, num_jobs: int, cost_weight: float) -> float:
@@ -66,9 +68,10 @@ def run_objectives(policies: dict, scenario, seeds: Sequence[int], cost_weight: 
 def select_best_fixed(scenario, validation_seeds: Sequence[int], cost_weight: float,
                       scenario_kwargs=None, env_kwargs=None, orders: Sequence[str] = ORDERS) -> tuple[str, pd.DataFrame]:
     """(name, per-policy mean objective on ``validation_seeds``) of the order x rule policy
-    (an order of ``orders``) with the lowest mean objective there (ties: the earlier in
-    ``order_rule_policies``)."""
-    runs = run_objectives(order_rule_policies(orders), scenario, validation_seeds, cost_weight,
+    (an order of ``orders``, a rule of the env's option set, ``env_kwargs["rules"]``) with the
+    lowest mean objective there (ties: the earlier in ``order_rule_policies``)."""
+    rules = (env_kwargs or {}).get("rules")
+    runs = run_objectives(order_rule_policies(orders, rules), scenario, validation_seeds, cost_weight,
                           scenario_kwargs, env_kwargs)
     means = runs.groupby("policy", sort=False)["objective"].mean()
     return str(means.idxmin()), means.rename("validation_objective").to_frame()

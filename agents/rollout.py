@@ -28,7 +28,7 @@ from agents.protocol import objective, order_rule_policies
 from baselines.policies import FixedPolicy
 from geo_gym import fixed, sim
 from geo_gym.env import GeoPipeEnv, episode_summary
-from geo_gym.placement import FEASIBLE, NUM_RULES
+from geo_gym.placement import FEASIBLE
 
 
 def _copy_into(dst: sim.Core, src: sim.Core) -> None:
@@ -177,7 +177,7 @@ class RolloutScheduler:
             if action == env.wait_action:
                 sim.advance(c, 0)
             else:
-                slot, rule = divmod(action, NUM_RULES)
+                slot, rule = divmod(action, env.num_rules)
                 o = env.opts
                 code = sim.place(c, 0, o.win[0, slot], o.path[0, slot, rule], o.plen[0, slot, rule],
                                  o.alloc[0, slot, rule])
@@ -194,7 +194,7 @@ def rollout_episode(scenario, seed: int, bases: list[str], cost_weight: float, s
     """One episode (workload ``seed``) of the rollout policy of ``depth`` over the base
     policies ``bases`` (names "<order>+<rule>"); its summary, with ``num_jobs``, the number of
     rollouts (base policies run to the end) and the objective."""
-    policies = order_rule_policies()
+    policies = order_rule_policies(rules=(env_kwargs or {}).get("rules"))
     unknown = [b for b in bases if b not in policies]
     if unknown:
         raise ValueError(f"unknown base policy {unknown}; the order x rule policies: {sorted(policies)}")

@@ -36,9 +36,11 @@ HELD_OUT = 1_000_000  # training draws workload seeds from the env rngs seeded w
 SETTINGS = ("scenario", "scenario_kwargs", "scenario_grid", "algo", "features", "num_envs", "seed", "cost_weight", "window",
             "uncertainty", "warmup_workloads", "n_steps", "start_rule", "learning_rate", "ent_coef", "clip_range",
             "bc_steps", "bc_epochs", "bc_teacher", "bc_learning_rate", "trace", "trace_kind", "window_days", "train_fraction", "max_jobs",
-            "protocol_orders")
+            "protocol_orders", "rules")
 # agents.protocol.ORDERS (not imported here: the flags answer at once; a test checks they agree)
 PROTOCOL_ORDERS = ("fcfs", "sjf", "priority", "qssf")
+# geo_gym.placement.RULE_SETS' names (not imported here either; the same test checks them)
+RULE_SETS = ("default", "levels")
 
 
 class RunError(RuntimeError):
@@ -81,6 +83,7 @@ class TrainSettings:
     train_fraction: float = 0.7
     max_jobs: int = 300
     protocol_orders: list = field(default_factory=lambda: list(PROTOCOL_ORDERS))
+    rules: str = "default"  # the placement options per slot: geo_gym.placement.RULE_SETS
 
     @classmethod
     def of(cls, options) -> TrainSettings:
@@ -121,6 +124,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--start-rule", type=cli.start_rule, default=d.start_rule,
                         help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request "
                              "(default memory; with --trace the mapping's request)")
+    parser.add_argument("--rules", choices=RULE_SETS, default=d.rules,
+                        help="the placement options of each queue slot: default (9 rules) or levels (also "
+                             "Pathfinder at the memory minimum and 1/4, 1/2, 3/4 of the way to K*: the GPU count as "
+                             "part of the action); the protocol's fixed policies use the same options")
     parser.add_argument("--n-steps", type=cli.positive_int, default=d.n_steps, help="rollout length per env")
     parser.add_argument("--eval-every", type=cli.positive_int, default=d.eval_every)
     parser.add_argument("--eval-seeds", type=cli.positive_int, default=d.eval_seeds, help="held-out workloads during training")
@@ -392,7 +399,7 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
         raise RunError(f"--protocol-orders: {err}") from None
     named_teacher = None
     if s.bc_teacher not in ("best", "rollout"):
-        combos = order_rule_policies()
+        combos = order_rule_policies(rules=s.rules)
         if s.bc_teacher in combos:
             named_teacher = combos[s.bc_teacher]
         elif s.bc_teacher in baselines.names():
@@ -417,6 +424,7 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
         "uncertainty": s.uncertainty,
         "warmup_workloads": s.warmup_workloads,
         "start_rule": s.start_rule,
+        "rules": s.rules,
     }
     w = workloads(s)
     if w.note:
@@ -449,7 +457,7 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
     (test, final_seeds), (validation, validation_seeds) = w.test, w.validation
     best, _ = select_best_fixed(validation, validation_seeds, s.cost_weight, w.held_out_kwargs, env_kwargs, orders)
     best_row = f"best fixed ({best})"
-    best_policy = order_rule_policies(orders)[best]
+    best_policy = order_rule_policies(orders, s.rules)[best]
     cloned = s.bc_steps > 0 and not resume
     if cloned:
         behaviour_clone(model, named_teacher or best_policy, s, w, env_kwargs, run, log)

@@ -26,6 +26,7 @@ from agents.features import SlotAttention, SlotEncoder
 from agents.optim import EagerAdam
 from agents.policy import AgentPolicy
 from agents.protocol import objective
+from geo_gym.placement import NUM_RULES
 from geo_gym.sb3 import SB3VecEnv
 from geo_gym.vector import SUMMARY_KEYS, GeoPipeVectorEnv
 
@@ -67,10 +68,15 @@ def make_model(algo: str, env, seed: int, tensorboard_log: str | None, features:
         raise ValueError(f"algo must be one of {sorted(ALGOS)}, got {algo!r}")
     if features not in FEATURES:
         raise ValueError(f"features must be one of {sorted(FEATURES)}, got {features!r}")
+    # the observation size alone is ambiguous beyond 45 regions; the env knows its count, and
+    # its placement options per slot (named only when not the default set's)
+    layout = {"num_regions": int(env.get_attr("num_regions")[0])}
+    num_rules = int(env.get_attr("num_rules")[0])
+    if num_rules != NUM_RULES:
+        layout["num_rules"] = num_rules
     policy_kwargs = {
         "features_extractor_class": FEATURES[features],
-        # the observation size alone is ambiguous beyond 45 regions; the env knows its count
-        "features_extractor_kwargs": {"num_regions": int(env.get_attr("num_regions")[0])},
+        "features_extractor_kwargs": layout,
         "net_arch": [128, 128],
         # torch.optim.Adam's arithmetic without its torch._dynamo import (agents/optim.py); SB3
         # gives Adam eps=1e-5 only when the class is exactly torch.optim.Adam, so it is given here

@@ -1,9 +1,9 @@
 """The RL decision interface over the simulator core, batched over envs and compiled.
 
 At each decision the env shows a *window* of the first W pending jobs (queue order) and, for
-each, the placement every rule of ``geo_gym.placement`` would make now (``NUM_RULES``
-options). An action is ``slot * NUM_RULES + rule`` or ``W * NUM_RULES`` ("wait until the next
-event"). The observation layout, the mask and the reward live here, once, for the single env
+each, the placement every rule of its option set would make now (R options: by default the
+``NUM_RULES`` rules of ``geo_gym.placement.RULE_NAMES``; ``placement.rule_set``). An action is
+``slot * R + option`` or ``W * R`` ("wait until the next event"). The observation layout, the mask and the reward live here, once, for the single env
 and the vector env alike; ``geo_gym/env.py`` documents them for users.
 """
 
@@ -19,10 +19,11 @@ from geo_gym.costmodel import alpha_nb, pipeline_iteration_time_nb
 from geo_gym.placement import (
     FEASIBLE,
     NUM_RULES,
-    RULE_NAMES,
     RULE_PATHFINDER,
-    RULE_PATHFINDER_HALF,
-    RULE_PATHFINDER_QUARTER,
+    RULE_PATHFINDER_UNIFORM,
+    is_pathfinder,
+    rule_ids,
+    rule_set,
     rule_target,
 )
 from geo_gym.sim import (
@@ -103,10 +104,21 @@ NUM_GLOBAL = len(GLOBAL_FEATURES)
 NUM_REGION = len(REGION_FEATURES)
 NUM_SLOT = len(SLOT_FEATURES)
 NUM_OPTION = len(OPTION_FEATURES)
-PER_SLOT = NUM_SLOT + NUM_RULES * NUM_OPTION  # a slot's block with its options
-# Two layouts have the same size when their region counts differ by a multiple of
-# PER_SLOT / gcd(PER_SLOT, NUM_REGION): up to that many regions the size alone tells the layout.
-MAX_INFERRED_REGIONS = PER_SLOT // math.gcd(PER_SLOT, NUM_REGION)
+
+
+def per_slot(num_rules: int = NUM_RULES) -> int:
+    """A slot's block with its options, for an option set of ``num_rules`` rules."""
+    return NUM_SLOT + num_rules * NUM_OPTION
+
+
+def max_inferred_regions(num_rules: int = NUM_RULES) -> int:
+    """Two layouts have the same size when their region counts differ by a multiple of
+    per_slot / gcd(per_slot, NUM_REGION): up to that many regions the size alone tells the layout."""
+    return per_slot(num_rules) // math.gcd(per_slot(num_rules), NUM_REGION)
+
+
+PER_SLOT = per_slot()  # the default option set's
+MAX_INFERRED_REGIONS = max_inferred_regions()
 MAX_STAGES_NORM = 128.0  # GPU counts are divided by this: no catalog model has more layers
 OBS_HIGH = 100.0  # observations are clipped to [0, OBS_HIGH]; log1p(hours) reaches it only past 1e43 h
 
@@ -116,23 +128,25 @@ def region_index(num_regions: int, r: int, feature: int) -> int:
     return NUM_GLOBAL + NUM_REGION * r + feature
 
 
-def slot_index(num_regions: int, s: int, feature: int) -> int:
-    """Index of queue slot s's ``feature`` (an S_* constant)."""
-    return NUM_GLOBAL + NUM_REGION * num_regions + s * PER_SLOT + feature
+def slot_index(num_regions: int, s: int, feature: int, num_rules: int = NUM_RULES) -> int:
+    """Index of queue slot s's ``feature`` (an S_* constant) with ``num_rules`` options a slot."""
+    return NUM_GLOBAL + NUM_REGION * num_regions + s * per_slot(num_rules) + feature
 
 
-def option_index(num_regions: int, s: int, rule: int, feature: int) -> int:
-    """Index of slot s's placement option ``rule``'s ``feature`` (an O_* constant)."""
-    return slot_index(num_regions, s, NUM_SLOT) + rule * NUM_OPTION + feature
+def option_index(num_regions: int, s: int, rule: int, feature: int, num_rules: int = NUM_RULES) -> int:
+    """Index of slot s's placement option ``rule`` (its index in the option set)'s ``feature``
+    (an O_* constant)."""
+    return slot_index(num_regions, s, NUM_SLOT, num_rules) + rule * NUM_OPTION + feature
 
 
-def feature_names(num_regions: int, window: int) -> list[str]:
-    """The name of every observation entry, in order (e.g. "slot3/min_gpus")."""
+def feature_names(num_regions: int, window: int, rules=None) -> list[str]:
+    """The name of every observation entry, in order (e.g. "slot3/min_gpus"); ``rules`` the
+    option set (``placement.rule_set``)."""
     names = list(GLOBAL_FEATURES)
     names += [f"region{r}/{f}" for r in range(num_regions) for f in REGION_FEATURES]
     for s in range(window):
         names += [f"slot{s}/{f}" for f in SLOT_FEATURES]
-        names += [f"slot{s}/{RULE_NAMES[r]}/{f}" for r in range(NUM_RULES) for f in OPTION_FEATURES]
+        names += [f"slot{s}/{rule}/{f}" for rule in rule_set(rules) for f in OPTION_FEATURES]
     return names
 
 
@@ -145,39 +159,49 @@ def observation_table() -> str:
     return "\n".join(lines)
 
 
-def layout_from_obs_size(size: int, num_regions: int | None = None) -> tuple[int, int]:
-    """(num_regions, window) of an observation vector of ``size`` entries. Without
-    ``num_regions`` it is inferred, which is unique for up to ``MAX_INFERRED_REGIONS``
-    regions; envs with more must pass it (``env.num_regions``)."""
-    candidates = [num_regions] if num_regions is not None else range(1, MAX_INFERRED_REGIONS + 1)
+def layout_from_obs_size(size: int, num_regions: int | None = None, num_rules: int = NUM_RULES) -> tuple[int, int]:
+    """(num_regions, window) of an observation vector of ``size`` entries with ``num_rules``
+    options a slot. Without ``num_regions`` it is inferred, which is unique for up to
+    ``max_inferred_regions(num_rules)`` regions (45 for the default set); envs with more must
+    pass it (``env.num_regions``)."""
+    block = per_slot(num_rules)
+    most = max_inferred_regions(num_rules)
+    candidates = [num_regions] if num_regions is not None else range(1, most + 1)
     for k in candidates:
         rest = size - NUM_GLOBAL - NUM_REGION * k
-        if rest > 0 and rest % PER_SLOT == 0:
-            return k, rest // PER_SLOT
+        if rest > 0 and rest % block == 0:
+            return k, rest // block
+    with_rules = "" if num_rules == NUM_RULES else f" and {num_rules} placement options a slot"
     if num_regions is not None:
-        raise ValueError(f"observation of size {size} does not match the GeoPipe layout with {num_regions} regions")
+        raise ValueError(
+            f"observation of size {size} does not match the GeoPipe layout with {num_regions} regions{with_rules}"
+        )
     raise ValueError(
         f"observation of size {size} does not match the GeoPipe layout with up to "
-        f"{MAX_INFERRED_REGIONS} regions; pass num_regions (env.num_regions)"
+        f"{most} regions{with_rules}; pass num_regions (env.num_regions)"
     )
 
 Options = namedtuple(
     "Options",
-    ["win", "n_win", "path", "alloc", "g", "plen", "t_iter", "feats", "wait_ok", "deadlock"],
+    ["rules", "win", "n_win", "path", "alloc", "g", "plen", "t_iter", "feats", "wait_ok", "deadlock"],
 )
 
 
-def obs_size(num_regions: int, window: int) -> int:
-    return NUM_GLOBAL + NUM_REGION * num_regions + window * PER_SLOT
+def obs_size(num_regions: int, window: int, num_rules: int = NUM_RULES) -> int:
+    return NUM_GLOBAL + NUM_REGION * num_regions + window * per_slot(num_rules)
 
 
-def num_actions(window: int) -> int:
-    return window * NUM_RULES + 1
+def num_actions(window: int, num_rules: int = NUM_RULES) -> int:
+    return window * num_rules + 1
 
 
-def allocate_options(num_envs: int, num_regions: int, window: int) -> Options:
-    o = NUM_RULES
+def allocate_options(num_envs: int, num_regions: int, window: int, rules=None) -> Options:
+    """The decision arrays of ``num_envs`` envs; ``rules`` the option set (``placement.rule_set``),
+    held as its rule ids in option order (``rules``)."""
+    ids = rule_ids(rules)
+    o = len(ids)
     return Options(
+        rules=ids,
         win=np.full((num_envs, window), -1, dtype=np.int64),
         n_win=np.zeros(num_envs, dtype=np.int64),
         path=np.full((num_envs, window, o, num_regions), -1, dtype=np.int64),
@@ -214,9 +238,15 @@ def _compute_options(c, o, e):
     win, g_e, plen_e, path_e, alloc_e, titer_e = o.win[e], o.g[e], o.plen[e], o.path[e], o.alloc[e], o.t_iter[e]
     feats = o.feats[e]
     pend = c.pending[e]
+    rules = o.rules
+    num_opts = rules.shape[0]
+    pf = -1  # Pathfinder's (aiming at K*) option, which the smaller Pathfinder targets may copy
+    for q in range(num_opts):
+        if rules[q] == RULE_PATHFINDER:
+            pf = q
     for s in range(w):
         win[s] = pend[s] if s < n else -1
-        for r in range(NUM_RULES):
+        for r in range(num_opts):
             g_e[s, r] = 0
             plen_e[s, r] = 0
     candidate_features(c, e, n, feats)
@@ -250,11 +280,13 @@ def _compute_options(c, o, e):
                 break
         if twin < 0:
             fill_tc(work, kstar, overhead, tc)
-        for r in range(NUM_RULES):
+        for r in range(num_opts):
+            rule = rules[r]
             src, src_r = twin, r  # the option this one copies, if any
-            if twin < 0 and (r == RULE_PATHFINDER_HALF or r == RULE_PATHFINDER_QUARTER):
-                if free_total <= rule_target(r, kstar, min_gpus):
-                    src, src_r = s, RULE_PATHFINDER
+            if (twin < 0 and pf >= 0 and r > pf and is_pathfinder(rule) and rule != RULE_PATHFINDER_UNIFORM
+                    and rule != RULE_PATHFINDER):
+                if free_total <= rule_target(rule, kstar, min_gpus):
+                    src, src_r = s, pf
             if src >= 0:
                 g_e[s, r] = g_e[src, src_r]
                 plen_e[s, r] = plen_e[src, src_r]
@@ -263,7 +295,7 @@ def _compute_options(c, o, e):
                     path_e[s, r, q] = path_e[src, src_r, q]
                     alloc_e[s, r, q] = alloc_e[src, src_r, q]
             else:
-                g, plen = job_placement(free, prices, eff, kstar, act, min_gpus, r, tc, ws, path_buf, alloc_buf)
+                g, plen = job_placement(free, prices, eff, kstar, act, min_gpus, rule, tc, ws, path_buf, alloc_buf)
                 g_e[s, r] = g
                 plen_e[s, r] = plen
                 for q in range(k):
@@ -296,12 +328,13 @@ def refresh(c, o, e):
 
 @_jit
 def action_mask(o, e, out):
-    """out[slot * NUM_RULES + rule] = that option is valid; out[-1] = waiting is possible."""
+    """out[slot * R + option] = that option is valid; out[-1] = waiting is possible."""
     w = o.win.shape[1]
+    num_opts = o.rules.shape[0]
     for s in range(w):
-        for r in range(NUM_RULES):
-            out[s * NUM_RULES + r] = s < o.n_win[e] and o.g[e, s, r] > 0
-    out[w * NUM_RULES] = o.wait_ok[e]
+        for r in range(num_opts):
+            out[s * num_opts + r] = s < o.n_win[e] and o.g[e, s, r] > 0
+    out[w * num_opts] = o.wait_ok[e]
 
 
 @_inline
@@ -326,14 +359,15 @@ def step_one(c, o, e, action, cost_weight, scale):
     area0 = c.job_seconds[e]
     spent0 = c.spent_usd[e]
     w = o.win.shape[1]
+    num_opts = o.rules.shape[0]
     invalid = True
-    if 0 <= action < w * NUM_RULES:
-        s = action // NUM_RULES
-        r = action % NUM_RULES
+    if 0 <= action < w * num_opts:
+        s = action // num_opts
+        r = action % num_opts
         if s < o.n_win[e] and o.g[e, s, r] > 0:
             code = place(c, e, o.win[e, s], o.path[e, s, r], o.plen[e, s, r], o.alloc[e, s, r])
             invalid = code != FEASIBLE
-    elif action == w * NUM_RULES and o.wait_ok[e]:
+    elif action == w * num_opts and o.wait_ok[e]:
         advance(c, e)
         invalid = False
     if invalid and o.wait_ok[e]:
@@ -353,6 +387,7 @@ def encode(c, o, e, out):
     k = free.shape[0]
     w = win.shape[0]
     n_win = o.n_win[e]
+    num_opts = o.rules.shape[0]
     t = c.now_s[e]
     cap_total = 0
     free_total = 0
@@ -420,7 +455,7 @@ def encode(c, o, e, out):
             for q in range(NUM_SLOT):
                 out[p + q] = 0.0
         p += NUM_SLOT
-        for r in range(NUM_RULES):
+        for r in range(num_opts):
             g = g_e[s, r] if j >= 0 else 0
             if g > 0:
                 rate = 0.0
@@ -522,12 +557,12 @@ def summary_values(c, e, out):
     out[7] = c.rerun_usd[e]
 
 
-def slot_feature_columns(window: int, num_regions: int) -> tuple[np.ndarray, np.ndarray, int]:
+def slot_feature_columns(window: int, num_regions: int, num_rules: int = NUM_RULES) -> tuple[np.ndarray, np.ndarray, int]:
     """Where the per-slot candidate features and per-option validity sit in the observation:
     (indices of [I, D, log remaining] per slot (W, 3), indices of the option 'valid' flags
     (W, R), index of alpha). Fixed policies read these to act from an observation alone."""
-    feats = np.array([[slot_index(num_regions, s, f) for f in (S_INTENSITY, S_SENSITIVITY, S_LOG_REMAINING)]
+    feats = np.array([[slot_index(num_regions, s, f, num_rules) for f in (S_INTENSITY, S_SENSITIVITY, S_LOG_REMAINING)]
                       for s in range(window)], dtype=np.int64).reshape(window, 3)
-    valid = np.array([[option_index(num_regions, s, r, O_VALID) for r in range(NUM_RULES)] for s in range(window)],
-                     dtype=np.int64).reshape(window, NUM_RULES)
+    valid = np.array([[option_index(num_regions, s, r, O_VALID, num_rules) for r in range(num_rules)]
+                      for s in range(window)], dtype=np.int64).reshape(window, num_rules)
     return feats, valid, G_ALPHA

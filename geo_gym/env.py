@@ -8,9 +8,11 @@ BACE-Pipe (iteration time Eq. 1, JCT Eq. 3, electricity Eq. 4, GPU and bandwidth
 Eq. 5/6); see docs/cost_model.md. One step = one scheduling decision.
 
 ## Action Space
-``Discrete(W * R + 1)`` with W = ``window`` queue slots and R = {num_rules} placement rules:
+``Discrete(W * R + 1)`` with W = ``window`` queue slots and R placement options (``rules``:
+the default set's {num_rules} rules, or {num_all_rules} with ``rules="levels"``):
 ``action = slot * R + rule`` starts the job in that slot with that rule's placement;
-``action = W * R`` waits until the next event. Rules (``geo_gym.placement.RULE_NAMES``):
+``action = W * R`` waits until the next event. Rules (``geo_gym.placement.RULE_NAMES``, the
+default set):
 
 | rule | placement |
 |---|---|
@@ -20,6 +22,13 @@ Eq. 5/6); see docs/cost_model.md. One step = one scheduling decision.
 | 3 lcf / 4 ldf | cheapest / largest single region |
 | 5 cr_lcf / 6 cr_ldf | cross-region by price / from the largest region by bandwidth |
 | 7 pathfinder_half / 8 pathfinder_quarter | Alg. 1 + 2 aiming at ceil(K*/2) / ceil(K*/4) GPUs |
+
+``rules="levels"`` makes the GPU count part of the action: after these nine, four more
+options, Alg. 1 + 2 aiming at the job's minimum (``pathfinder_min``) and a quarter, half and
+three quarters of the way from it to K* (``pathfinder_span25`` / ``_span50`` / ``_span75``;
+``placement.LEVEL_RULE_NAMES``), so that Pathfinder offers five GPU levels from the memory
+minimum to K*. ``rules`` also takes a list of rule names (``placement.ALL_RULE_NAMES``): the
+options in that order.
 
 Invalid actions are masked: ``info["action_mask"]`` and ``action_masks()`` (bool, one entry
 per action). An option that would place a job on fewer GPUs than its start rule's minimum
@@ -74,7 +83,9 @@ trace window), ``max_idle_steps`` (100: consecutive steps that change nothing be
 episode is truncated), ``job_records`` (True: the last ``info`` holds a record per job),
 ``start_rule`` (how few GPUs a job may start on: "memory", the physical minimum
 of its model's memory, is the built-in scenarios' default; "any", "fraction:X", "kstar",
-"request"; None keeps the scenario's own; ``geo_gym/start_rule.py``), ``render_mode``
+"request"; None keeps the scenario's own; ``geo_gym/start_rule.py``), ``rules`` (the
+placement options of each slot: None or "default", "levels", or a list of rule names; see
+Action Space), ``render_mode``
 (None, "rgb_array" or "human"; see Rendering).
 
 ## Rendering
@@ -98,7 +109,7 @@ import numpy as np
 
 from geo_gym import decision, sim
 from geo_gym.loading import start_episode
-from geo_gym.placement import NUM_RULES, RULE_NAMES
+from geo_gym.placement import ALL_RULE_NAMES, NUM_RULES, rule_set
 from geo_gym.scenarios import Scenario, scenario_factory
 from geo_gym.start_rule import StartRule
 from geo_gym.state import SECONDS_PER_HOUR
@@ -108,6 +119,7 @@ from geo_gym.workload import label_columns
 # The observation's size and table come from geo_gym.decision, where the layout is named once.
 __doc__ = __doc__.format(
     num_rules=NUM_RULES,
+    num_all_rules=len(ALL_RULE_NAMES),
     size=f"{decision.NUM_GLOBAL} + {decision.NUM_REGION}K + W ({decision.NUM_SLOT} + {decision.NUM_OPTION}R)",
     slot_start=f"{decision.NUM_GLOBAL} + {decision.NUM_REGION}K + s ({decision.NUM_SLOT} + {decision.NUM_OPTION}R)",
     observation_table=decision.observation_table(),
@@ -295,6 +307,7 @@ class GeoPipeEnv(gym.Env):
         max_idle_steps: int = 100,
         render_mode: str | None = None,
         job_records: bool = True,
+        rules=None,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
@@ -339,12 +352,14 @@ class GeoPipeEnv(gym.Env):
         self.num_regions = probe.cluster.num_regions
         self.max_jobs = int(max_jobs or len(probe.jobs))
         self.core = sim.allocate(1, self.num_regions, self.max_jobs)
-        self.opts = decision.allocate_options(1, self.num_regions, self.window)
+        self.rules = rule_set(rules)  # the option set's rule names, in option order
+        self.num_rules = len(self.rules)
+        self.opts = decision.allocate_options(1, self.num_regions, self.window, self.rules)
         self.observation_space = gym.spaces.Box(
-            0.0, decision.OBS_HIGH, (decision.obs_size(self.num_regions, self.window),), np.float32
+            0.0, decision.OBS_HIGH, (decision.obs_size(self.num_regions, self.window, self.num_rules),), np.float32
         )
-        self.action_space = gym.spaces.Discrete(decision.num_actions(self.window))
-        self.wait_action = self.window * NUM_RULES
+        self.action_space = gym.spaces.Discrete(decision.num_actions(self.window, self.num_rules))
+        self.wait_action = self.window * self.num_rules
         self._obs = np.zeros(self.observation_space.shape, np.float32)
         self._mask = np.zeros(self.action_space.n, np.bool_)
         self.jobs: list = []
@@ -423,7 +438,7 @@ class GeoPipeEnv(gym.Env):
     def _placement(self, a: int) -> tuple[int, np.ndarray, np.ndarray] | None:
         """(job, path, GPUs per path region) that action ``a`` would place, read before the
         step (placing shifts the queue, a failure in the same step clears the core's row)."""
-        slot, rule = divmod(a, NUM_RULES)
+        slot, rule = divmod(a, self.num_rules)
         if slot >= self.opts.n_win[0]:
             return None
         path = self.opts.path[0, slot, rule, : self.opts.plen[0, slot, rule]].copy()
@@ -484,4 +499,4 @@ class GeoPipeEnv(gym.Env):
             raise ValueError(f"action {a} is outside Discrete({self.wait_action + 1})")
         if a == self.wait_action:
             return None
-        return a // NUM_RULES, RULE_NAMES[a % NUM_RULES]
+        return a // self.num_rules, self.rules[a % self.num_rules]

@@ -526,7 +526,9 @@ def _cr_ldf_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path
 
 # --------------------------------------------------------------------------- rules by id
 
-# The rule ids double as the env's placement options (geo_gym/env.py).
+# The rule ids double as the env's placement options (geo_gym/env.py): the first NUM_RULES
+# (RULE_NAMES) are the default option set; the GPU-level rules after them (LEVEL_RULE_NAMES)
+# join it in the "levels" set (``RULE_SETS``).
 RULE_PATHFINDER = 0  # BACE-Pipe: Alg. 1 + Alg. 2
 RULE_PATHFINDER_UNIFORM = 1  # ablation w/o Cost-Min
 RULE_CR_LDF_COST_MIN = 2  # ablation w/o Pathfinder
@@ -536,6 +538,10 @@ RULE_CR_LCF = 5
 RULE_CR_LDF = 6
 RULE_PATHFINDER_HALF = 7  # Pathfinder + Cost-Min aiming at ceil(K*/2) GPUs
 RULE_PATHFINDER_QUARTER = 8  # ... at ceil(K*/4) GPUs
+RULE_PATHFINDER_MIN = 9  # ... at the job's minimum (the start rule's; by default its memory's)
+RULE_PATHFINDER_SPAN25 = 10  # ... a quarter of the way from that minimum to K*
+RULE_PATHFINDER_SPAN50 = 11  # ... half of the way
+RULE_PATHFINDER_SPAN75 = 12  # ... three quarters of the way
 RULE_NAMES = (
     "pathfinder",
     "pathfinder_uniform",
@@ -548,16 +554,66 @@ RULE_NAMES = (
     "pathfinder_quarter",
 )
 NUM_RULES = len(RULE_NAMES)
+LEVEL_RULE_NAMES = ("pathfinder_min", "pathfinder_span25", "pathfinder_span50", "pathfinder_span75")
+ALL_RULE_NAMES = RULE_NAMES + LEVEL_RULE_NAMES  # every rule id's name, by id
+# Named option sets: "default" (the 9 rules), "levels" (the GPU count as part of the action:
+# Pathfinder + Cost-Min at five levels from the memory minimum to K*, beside the 9 rules).
+RULE_SETS = {"default": RULE_NAMES, "levels": ALL_RULE_NAMES}
+
+
+def rule_set(rules=None) -> tuple[str, ...]:
+    """An option set's rule names: None or "default" (``RULE_NAMES``), "levels"
+    (``ALL_RULE_NAMES``), or a sequence of ``ALL_RULE_NAMES`` entries (no repeats)."""
+    if rules is None:
+        return RULE_NAMES
+    if isinstance(rules, str):
+        if rules not in RULE_SETS:
+            raise ValueError(f"unknown rule set {rules!r}; known: {sorted(RULE_SETS)} or a list of rule names")
+        return RULE_SETS[rules]
+    names = tuple(rules)
+    if not names:
+        raise ValueError("a rule set needs at least one rule")
+    for name in names:
+        if name not in ALL_RULE_NAMES:
+            raise ValueError(f"unknown placement rule {name!r} in the rule set; known: {list(ALL_RULE_NAMES)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"a rule set names a rule twice: {list(names)}")
+    return names
+
+
+def rule_set_name(names: tuple[str, ...]) -> str | list[str]:
+    """What ``rule_set`` was given for these names: a set's name where one matches, else the list."""
+    for key, value in RULE_SETS.items():
+        if value == tuple(names):
+            return key
+    return list(names)
+
+
+def rule_ids(rules=None) -> np.ndarray:
+    """The rule ids of an option set (``rule_set``), in option order: what the compiled
+    decision code reads (``geo_gym.decision.allocate_options``)."""
+    return np.array([ALL_RULE_NAMES.index(name) for name in rule_set(rules)], dtype=np.int64)
+
+
+@_inline
+def is_pathfinder(rule):
+    """Whether a rule is Alg. 1 (every variant: its own allocator and GPU target)."""
+    return (rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_UNIFORM or rule == RULE_PATHFINDER_HALF
+            or rule == RULE_PATHFINDER_QUARTER or rule >= RULE_PATHFINDER_MIN)
 
 
 @_inline
 def rule_target(rule, k_star, min_gpus=1):
     """The GPU count a rule aims at: K*, or a fraction of it for the smaller options, never
-    below the job's minimum (the start rule's, geo_gym/start_rule.py)."""
+    below the job's minimum (the start rule's, geo_gym/start_rule.py); the level rules aim at
+    min_gpus + ceil(q (K* - min_gpus) / 4) for q = 0..3."""
     if rule == RULE_PATHFINDER_HALF:
         return max(min_gpus, (k_star + 1) // 2)
     if rule == RULE_PATHFINDER_QUARTER:
         return max(min_gpus, (k_star + 3) // 4)
+    if rule >= RULE_PATHFINDER_MIN:
+        span = max(k_star - min_gpus, 0)
+        return min_gpus + (span * (rule - RULE_PATHFINDER_MIN) + 3) // 4
     return k_star
 
 
@@ -567,8 +623,7 @@ def _allocator(rule):
     kernel once per literal argument value."""
     if rule == RULE_PATHFINDER_UNIFORM:
         return np.int64(ALLOC_UNIFORM)
-    if (rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER
-            or rule == RULE_CR_LDF_COST_MIN):
+    if is_pathfinder(rule) or rule == RULE_CR_LDF_COST_MIN:
         return np.int64(ALLOC_COST_MIN)
     return np.int64(ALLOC_FILL)
 
@@ -579,8 +634,7 @@ def apply_rule_kept(rule, free, prices, bw, k_star, activation, tc, out_path, ou
     """``apply_rule`` with the Pathfinder rules on ``_pathfinder_sorted_kernel`` (the same
     placements; what the simulator keeps per episode passed in). That kernel is inlined, at
     this one call site: the fixed policies' Pathfinder rules run it at every try."""
-    if (rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER
-            or rule == RULE_PATHFINDER_UNIFORM):
+    if is_pathfinder(rule):
         return _pathfinder_sorted_kernel(
             free, prices, bw, np.int64(rule_target(rule, k_star, min_gpus)), activation, tc, _allocator(rule),
             out_path, out_alloc, ws, bandwidth, nbr, nbr_ready, resv_cols, resv_nnz,
@@ -598,8 +652,7 @@ def apply_rule(rule, free, prices, bw, k_star, activation, tc, out_path, out_all
     cold compile took 40% longer with these kernels inlined, its run no faster
     (docs/performance.md, "Compiling the core")."""
     target = np.int64(rule_target(rule, k_star, min_gpus))
-    if (rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER
-            or rule == RULE_PATHFINDER_UNIFORM):
+    if is_pathfinder(rule):
         return _pathfinder_kernel(free, prices, bw, target, activation, tc, _allocator(rule), out_path, out_alloc, ws)
     if rule == RULE_LCF or rule == RULE_LDF:
         return _single_region_kernel(free, prices, target, rule == RULE_LCF, out_path, out_alloc, np.int64(min_gpus))

@@ -134,6 +134,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         max_episode_steps: int | None = None,
         render_mode: str | None = None,
         job_records: bool = False,
+        rules=None,
         **kwargs,
     ):
         if int(num_envs) != num_envs or num_envs < 1:
@@ -159,7 +160,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         # The single env validates the arguments and fixes the spaces.
         self._template = GeoPipeEnv(
             scenario, scenario_kwargs, window, cost_weight, max_jobs, uncertainty, warmup_workloads,
-            warmup_scenario, start_rule, max_idle_steps, job_records=job_records,
+            warmup_scenario, start_rule, max_idle_steps, job_records=job_records, rules=rules,
         )
         self.job_records = self._template.job_records
         self.num_envs = int(num_envs)
@@ -174,11 +175,12 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self.max_idle_steps = self._template.max_idle_steps
         k, w = self._template.num_regions, self._template.window
         self.num_regions, self.window = k, w
+        self.rules, self.num_rules = self._template.rules, self._template.num_rules
         self.core = sim.ensure(
             sim.allocate(self.num_envs, k, self._template.max_jobs),
             **required_sizes(self._template._make_scenario(0), self._template.uncertainty),
         )
-        self.opts = decision.allocate_options(self.num_envs, k, w)
+        self.opts = decision.allocate_options(self.num_envs, k, w, self.rules)
         self._obs = np.zeros((self.num_envs,) + self.single_observation_space.shape, np.float32)
         self._masks = np.zeros((self.num_envs, self.single_action_space.n), np.bool_)
         self._rewards = np.zeros(self.num_envs)

@@ -87,7 +87,7 @@ import baselines
 from agents import scale
 from agents.evaluation import KEY_COLUMNS, METRICS, REFERENCE, add_ratios, rank, ratio_name
 from agents.protocol import check_orders, order_rule_policies, paired_ratio, with_objective
-from agents.run import add_protocol_orders
+from agents.run import RULE_SETS, add_protocol_orders
 from geo_gym import cli
 from geo_gym.runner import simulate
 from geo_gym.scenarios import scenario_factory
@@ -113,7 +113,7 @@ MAPPING_FLAGS = {
 # What a checkpoint's settings.json (scripts/train_ppo.py) is checked against: key -> flag.
 TRAINING_FLAGS = {
     "scenario": "--scenario", "scenario_kwargs": "--scenario-kwargs", "uncertainty": "--uncertainty",
-    "window": "--window", "cost_weight": "--cost-weight", "start_rule": "--start-rule",
+    "window": "--window", "cost_weight": "--cost-weight", "start_rule": "--start-rule", "rules": "--rules",
 }
 
 
@@ -124,6 +124,9 @@ parser.add_argument("--scenario", default="paper-default")
 parser.add_argument("--scenario-kwargs", type=cli.json_object, default={})
 parser.add_argument("--warmup-workloads", type=cli.non_negative_int, default=0)
 parser.add_argument("--window", type=cli.positive_int, default=8, help="the env's queue window (agents)")
+parser.add_argument("--rules", choices=RULE_SETS, default="default",
+                    help="the env's placement options per slot (agents; and the protocol's fixed policies): "
+                         "default or levels, as the checkpoint was trained with")
 parser.add_argument("--cost-weight", type=cli.cost_weight, default=0.1)
 parser.add_argument("--start-rule", type=cli.start_rule, default=None,
                     help="how few GPUs a job may start on: memory | any | fraction:X | kstar | request; "
@@ -277,18 +280,20 @@ def warn_training_mismatches(names: list[str], args) -> None:
                 warn(f"agent ({name}) is evaluated on other settings than its training's ({path}): {'; '.join(differ)}")
 
 
-def check_agents_fit(policies: dict, num_regions: int, window: int) -> None:
+def check_agents_fit(policies: dict, num_regions: int, window: int, rules: str = "default") -> None:
     """A checkpoint reads observations of the layout it was trained on."""
     from geo_gym.decision import obs_size
+    from geo_gym.placement import rule_set
 
-    size = obs_size(num_regions, window)
+    size = obs_size(num_regions, window, len(rule_set(rules)))
     for label, policy in policies.items():
         model = getattr(policy, "model", None)
         if model is not None and model.observation_space.shape != (size,):
             fail(
-                f"--window {window}: checkpoint {label!r} takes observations of size "
+                f"--window {window} --rules {rules}: checkpoint {label!r} takes observations of size "
                 f"{model.observation_space.shape[0]}, these envs give {size} ({num_regions} regions, "
-                f"--window {window}): match the --window (and the region count) it was trained with"
+                f"--window {window}, --rules {rules}): match the --window, --rules (and the region count) "
+                "it was trained with"
             )
 
 
@@ -541,7 +546,8 @@ def best_fixed(args, env_kwargs: dict, kwargs: dict, tasks) -> str | None:
     else:
         first = args.first_seed + 1_000_000
         workloads = [(s, args.scenario, None) for s in range(first, first + n)]
-    rows, _, _, _ = run_policies(order_rule_policies(args.protocol_orders), args.algo, workloads, env_kwargs, kwargs, tasks)
+    rows, _, _, _ = run_policies(order_rule_policies(args.protocol_orders, args.rules), args.algo, workloads, env_kwargs,
+                                 kwargs, tasks)
     runs = with_objective(pd.DataFrame(rows).rename(columns={"jobs": "num_jobs"}), args.cost_weight)
     means = runs.groupby("policy", sort=False)["objective"].mean()
     print(f"best fixed on {n} validation replicate(s): {means.idxmin()} (objective {means.min():.4g})")
@@ -598,6 +604,7 @@ def main(args) -> None:
     env_kwargs = {
         "uncertainty": args.uncertainty, "warmup_workloads": args.warmup_workloads,
         "window": args.window, "cost_weight": args.cost_weight, "start_rule": args.start_rule,
+        "rules": args.rules,
     }
     written = []
     if args.trace:
@@ -621,14 +628,14 @@ def main(args) -> None:
             first = scenario_factory(args.scenario, **args.scenario_kwargs)(workloads[0][0])
         except (TypeError, ValueError, KeyError) as err:
             fail(f"--scenario {args.scenario} --scenario-kwargs {json.dumps(args.scenario_kwargs)}: {in_flags(err)}")
-    check_agents_fit(policies, first.cluster.num_regions, args.window)
+    check_agents_fit(policies, first.cluster.num_regions, args.window, args.rules)
     agents = [name for name in policies if name.startswith("agent (")]
     tasks = scale.Tasks(args.ray)
     best = None
     if agents and args.validation_seeds:
         best = best_fixed(args, env_kwargs, kwargs, tasks)
         if best is not None:
-            policies[f"best fixed ({best})"] = specs[f"best fixed ({best})"] = order_rule_policies(args.protocol_orders)[best]
+            policies[f"best fixed ({best})"] = specs[f"best fixed ({best})"] = order_rule_policies(args.protocol_orders, args.rules)[best]
     rows, jcts, wall, schedules = run_policies(specs, args.algo, workloads, env_kwargs, kwargs, tasks, args.plot)
     runs = normalise(pd.DataFrame(rows))
     runs.insert(0, "workload", label)

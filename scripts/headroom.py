@@ -4,6 +4,7 @@
     python scripts/headroom.py --scenario-kwargs '{"population_seed": 5}' --out out/headroom_pop5
     python scripts/headroom.py --uncertainty perfect --warmup-workloads 0 --out out/headroom_perfect
     python scripts/headroom.py --depth 2 --seeds 10 --processes 2 --out out/headroom_depth2
+    python scripts/headroom.py --rules levels --bases best --out out/headroom_levels   # the GPU count in the action
 
 The protocol of scripts/train_ppo.py (agents/protocol.py, the same seeds): every queue order x
 placement rule runs on --seeds validation workloads (seeds 1,020,000 on) and the best in the
@@ -11,8 +12,9 @@ trained objective (N x avg JCT + --cost-weight x cost) is the best fixed policy;
 --seeds test workloads (seeds 1,010,000 on, those of a training run's protocol.json), the best
 fixed policy runs beside two rollout policies (agents/rollout.py): at each decision of the env,
 each valid action is tried on a copy of the simulator and finished by the best fixed policy
-("rollout (best fixed)") or by the best of all order x rule policies ("rollout (all fixed)"),
-and the action that ends best is taken. With --depth 2 (or more) only the rollout over the
+("rollout (best fixed)") or by the best of all order x rule policies ("rollout (all fixed)"; --bases best leaves it out),
+and the action that ends best is taken. --rules levels gives the env (and the fixed policies) the
+GPU-level placement options (geo_gym/env.py, Action Space). With --depth 2 (or more) only the rollout over the
 best fixed policy runs, each candidate finished by the rollout policy of one depth less (a
 deeper search: about 300x the time of depth 1 on `recurring`, a minute an episode). With
 --blind the rollouts know only what a scheduler may (the jobs submitted so far, their predicted
@@ -52,7 +54,7 @@ from agents.protocol import (
     select_best_fixed,
 )
 from agents.rollout import rollout_episode
-from agents.run import HELD_OUT, add_protocol_orders
+from agents.run import HELD_OUT, RULE_SETS, add_protocol_orders
 from geo_gym import cli
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
@@ -64,6 +66,10 @@ parser.add_argument("--start-rule", type=cli.start_rule, default=None,
                     help="memory | any | fraction:X | kstar | request; default: the scenario's own")
 parser.add_argument("--window", type=cli.positive_int, default=8, help="queue slots the env shows (the agent's)")
 parser.add_argument("--cost-weight", type=cli.finite_non_negative, default=0.1)
+parser.add_argument("--bases", choices=["both", "best"], default="both",
+                    help="best: only the rollout over the best fixed policy (not also the one over every order x rule)")
+parser.add_argument("--rules", choices=RULE_SETS, default="default",
+                    help="the env's placement options per slot (the rollouts' actions and the fixed policies' rules)")
 parser.add_argument("--seeds", type=cli.positive_int, default=30, help="validation and test workloads, each")
 parser.add_argument("--depth", type=cli.positive_int, default=1, help="rollouts of rollouts: 2 finishes each candidate "
                     "with the depth-1 rollout policy (only the rollout over the best fixed policy runs then)")
@@ -93,7 +99,7 @@ def main() -> None:
     except ValueError as err:
         parser.error(f"--protocol-orders: {err}")
     env_kwargs = {"uncertainty": args.uncertainty, "warmup_workloads": args.warmup_workloads,
-                  "start_rule": args.start_rule, "window": args.window}
+                  "start_rule": args.start_rule, "window": args.window, "rules": args.rules}
     fixed_kwargs = {k: v for k, v in env_kwargs.items() if k != "window"}  # fixed policies see the whole queue
     try:
         best, validation = select_best_fixed(args.scenario, range(VALIDATION, VALIDATION + args.seeds),
@@ -102,9 +108,12 @@ def main() -> None:
         raise SystemExit(f"error: {err}") from None
     print(f"best fixed policy on {args.seeds} validation seeds: {best}")
     test = range(TEST, TEST + args.seeds)
-    rows = run_objectives({best: order_rule_policies(orders)[best]}, args.scenario, test, args.cost_weight,
+    family = order_rule_policies(orders, args.rules)
+    rows = run_objectives({best: family[best]}, args.scenario, test, args.cost_weight,
                           args.scenario_kwargs, fixed_kwargs).assign(policy=f"best fixed ({best})").to_dict("records")
-    rollouts = [("rollout (best fixed)", [best]), ("rollout (all fixed)", list(order_rule_policies(orders)))]
+    rollouts = [("rollout (best fixed)", [best]), ("rollout (all fixed)", list(family))]
+    if args.bases == "best":
+        rollouts = rollouts[:1]
     if args.depth > 1:
         rollouts = [(f"rollout (best fixed, depth {args.depth})", [best])]
     if args.blind:
@@ -121,7 +130,7 @@ def main() -> None:
         print(f"{label}: {args.seeds} episodes in {time.perf_counter() - t:.0f} s")
     runs = pd.DataFrame(rows)
     reference = runs[runs.policy == f"best fixed ({best})"].set_index("seed")
-    summary = {"best_fixed": best, "orders": list(orders), "test_seeds": [test.start, test.stop - 1],
+    summary = {"best_fixed": best, "orders": list(orders), "rules": args.rules, "test_seeds": [test.start, test.stop - 1],
                "validation_seeds": [VALIDATION, VALIDATION + args.seeds - 1], "cost_weight": args.cost_weight,
                "depth": args.depth, "clairvoyant": not args.blind, "futures": args.futures, "policies": {}}
     lines = []

@@ -33,6 +33,7 @@ def test_the_training_flags_know_the_protocols_orders():
     from agents import run
 
     assert run.PROTOCOL_ORDERS == protocol.ORDERS
+    assert run.RULE_SETS == tuple(RULE_SETS)
 
 
 def test_best_fixed_is_chosen_on_the_validation_seeds_only(monkeypatch):
