@@ -114,20 +114,22 @@ class FixedPolicy:
 class RandomPolicy:
     """Uniform over the valid actions, rebuilt from the observation: an option is valid when
     its flag is set; waiting is valid when the observation's wait flag is set. ``num_regions``
-    and ``rules`` as for ``FixedPolicy``."""
+    as for ``FixedPolicy``; ``rules`` the env's option set (None: the default set's, or the
+    env's own where ``geo_gym.simulate`` runs it)."""
 
     name = "random"
 
     def __init__(self, seed: int = 0, num_regions: int | None = None, rules=None):
         self.num_regions = num_regions
-        self.num_rules = len(rule_set(rules))
+        self.num_rules = None if rules is None else len(rule_set(rules))
         self.reset(seed)
 
     def reset(self, seed: int | None = 0) -> None:
         self.rng = np.random.default_rng(seed)
 
     @staticmethod
-    def mask(row: np.ndarray, num_regions: int | None = None, num_rules: int = decision.NUM_RULES) -> np.ndarray:
+    def mask(row: np.ndarray, num_regions: int | None = None, num_rules: int | None = None) -> np.ndarray:
+        num_rules = decision.NUM_RULES if num_rules is None else num_rules
         _, w, _, valid, _, _, _ = _ObsReader.get(row.shape[0], num_regions, num_rules)
         m = np.zeros(w * num_rules + 1, dtype=np.bool_)
         m[: w * num_rules] = row[valid.reshape(-1)] > 0

@@ -160,3 +160,10 @@ def test_the_minimum_level_starts_every_job_on_its_minimum():
     n = int(env.core.n_jobs[0])
     assert np.array_equal(env.core.gpus[0, :n], env.core.min_gpus[0, :n])
     assert (env.core.min_gpus[0, :n] < env.core.k_target[0, :n]).any()  # the level differs from K* here
+
+
+def test_simulate_gives_the_random_policy_the_envs_options():
+    import baselines
+
+    res = simulate("recurring", baselines.make("random"), seed=5, env_kwargs={**KW, "rules": "levels"})
+    assert res.summary["invalid_actions"] == 0 and res.summary["steps"] > 0
