@@ -167,3 +167,51 @@ def test_simulate_gives_the_random_policy_the_envs_options():
 
     res = simulate("recurring", baselines.make("random"), seed=5, env_kwargs={**KW, "rules": "levels"})
     assert res.summary["invalid_actions"] == 0 and res.summary["steps"] > 0
+
+
+def test_a_levels_agent_trains_reloads_to_identical_actions_and_acts_in_its_options(tmp_path):
+    from agents.policy import AgentPolicy
+    from agents.training import load_model, make_model, make_vec_env
+
+    env = make_vec_env(2, "recurring", seed=0, rules="levels", **KW)
+    model = make_model("maskable-ppo", env, seed=0, tensorboard_log=None, n_steps=32, batch_size=32,
+                       features="attention")
+    encoder = model.policy.features_extractor
+    assert (encoder.num_rules, encoder.slot_size) == (13, decision.per_slot(13))
+    model.learn(64)
+    model.save(str(tmp_path / "m.zip"))
+    again = load_model("maskable-ppo", tmp_path / "m.zip")
+    assert again.policy.features_extractor.num_rules == 13
+    single = GeoPipeEnv("recurring", rules="levels", **KW)
+    rows, masks = [], []
+    obs, info = single.reset(seed=3)
+    for _ in range(6):
+        rows.append(obs)
+        masks.append(info["action_mask"])
+        obs, _, done, _, info = single.step(int(np.flatnonzero(info["action_mask"])[0]))
+    batch = np.stack(rows)
+    a1, _ = AgentPolicy(model).predict(batch)
+    a2, _ = AgentPolicy(again).predict(batch)
+    assert np.array_equal(a1, a2)
+    assert np.stack(masks)[np.arange(len(rows)), a1].all()  # only valid options of the 13-option layout
+
+
+def test_evaluate_names_the_rules_a_checkpoint_was_trained_with(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from agents.training import make_model, make_vec_env
+
+    env = make_vec_env(2, "paper-fig1", seed=0, window=2, rules="levels")
+    model = make_model("maskable-ppo", env, seed=0, tensorboard_log=None, n_steps=32, batch_size=32)
+    ckpt = tmp_path / "last.zip"
+    model.save(str(ckpt))
+    script = Path(__file__).resolve().parents[1] / "scripts" / "evaluate.py"
+    cmd = [sys.executable, str(script), "--policies", "lcf", str(ckpt), "--scenario", "paper-fig1", "--window", "2",
+           "--seeds", "1", "--validation-seeds", "1", "--out", str(tmp_path / "out")]
+    wrong = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert wrong.returncode != 0 and "--rules default" in wrong.stderr and "Traceback" not in wrong.stderr
+    right = subprocess.run(cmd + ["--rules", "levels"], capture_output=True, text=True, timeout=600)
+    assert right.returncode == 0, right.stderr[-3000:]
+    assert "best fixed (" in right.stdout

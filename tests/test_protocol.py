@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from agents import protocol
-from geo_gym.placement import RULE_NAMES
+from geo_gym.placement import RULE_NAMES, RULE_SETS
 
 
 def test_every_order_and_rule_is_a_candidate():
