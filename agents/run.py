@@ -403,7 +403,7 @@ def _train_run(s: TrainSettings, run: Path, resume: bool, progress_bar: bool, on
         if s.bc_teacher in combos:
             named_teacher = combos[s.bc_teacher]
         elif s.bc_teacher in baselines.names():
-            named_teacher = baselines.make(s.bc_teacher)
+            named_teacher = baselines.make(s.bc_teacher, rules=s.rules)
         else:
             raise RunError(f"--bc-teacher {s.bc_teacher!r}: not a policy; use best, rollout, an <order>+<rule> policy "
                            f"({', '.join(list(combos)[:2])}, ...) or a baseline ({', '.join(baselines.names())})")

@@ -48,27 +48,30 @@ def names() -> list[str]:
     return list(_FIXED) + ["schedmate_sjf", "random"]
 
 
-def make(name: str, num_regions: int | None = None, strict: bool = False, **kwargs):
+def make(name: str, num_regions: int | None = None, strict: bool = False, rules=None, **kwargs):
     """A policy by name; ``random`` takes ``seed`` (its stream for ``predict`` calls;
     ``geo_gym.simulate`` reseeds it with each episode's seed, so a simulated run depends on the
     episode seed only). ``num_regions``: the env's region count,
     needed only to read observations of envs with more than
     ``baselines.policies.MAX_INFERRED_REGIONS`` (45) regions; ``strict`` (fixed
-    policies): no backfilling, only the first job in the policy's order may start."""
+    policies): no backfilling, only the first job in the policy's order may start; ``rules``:
+    the option set of the env whose observations it reads (``geo_gym.placement.rule_set``;
+    None: the default set, or for ``random`` in ``geo_gym.simulate`` the env's own)."""
     if name == "random":
         if strict:
             raise ValueError("policy 'random' has no order to be strict about")
-        return RandomPolicy(num_regions=num_regions, **kwargs)
+        return RandomPolicy(num_regions=num_regions, rules=rules, **kwargs)
     if name not in _FIXED and name != "schedmate_sjf":
         raise ValueError(f"unknown policy {name!r}; known policies: {names()}")
     if kwargs:
-        raise ValueError(f"policy {name!r} takes only num_regions and strict, got {sorted(kwargs)}")
+        raise ValueError(f"policy {name!r} takes only num_regions, strict and rules, got {sorted(kwargs)}")
     if name == "schedmate_sjf":
         return FixedPolicy(
-            name, "sjf", "pathfinder", uncertainty=dict(_SCHEDMATE), num_regions=num_regions, strict=strict
+            name, "sjf", "pathfinder", uncertainty=dict(_SCHEDMATE), num_regions=num_regions, strict=strict,
+            rules=rules,
         )
     order, rule = _FIXED[name]
-    return FixedPolicy(name, order, rule, num_regions=num_regions, strict=strict)
+    return FixedPolicy(name, order, rule, num_regions=num_regions, strict=strict, rules=rules)
 
 
 __all__ = ["FixedPolicy", "RandomPolicy", "make", "names"]

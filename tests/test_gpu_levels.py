@@ -215,3 +215,23 @@ def test_evaluate_names_the_rules_a_checkpoint_was_trained_with(tmp_path):
     right = subprocess.run(cmd + ["--rules", "levels"], capture_output=True, text=True, timeout=600)
     assert right.returncode == 0, right.stderr[-3000:]
     assert "best fixed (" in right.stdout
+
+
+def test_baselines_read_a_levels_env_and_the_vector_env_matches_the_single_one():
+    import baselines
+    from geo_gym.vector import GeoPipeVectorEnv
+
+    policy = baselines.make("bace_pipe", rules="levels")
+    venv = GeoPipeVectorEnv(2, "recurring", rules="levels", **KW)
+    obs, _ = venv.reset(seed=10)
+    singles = [GeoPipeEnv("recurring", rules="levels", **KW) for _ in range(2)]
+    single_obs = [env.reset(seed=10 + i)[0] for i, env in enumerate(singles)]
+    for _ in range(30):
+        actions = policy.predict(obs)[0]
+        assert all(venv.opts.rules == placement.rule_ids("levels"))
+        obs, rewards, terminated, _, _ = venv.step(actions)
+        assert not terminated.any()  # a recurring episode is longer than 30 decisions
+        for i, env in enumerate(singles):
+            single_obs[i], r, _, _, _ = env.step(int(actions[i]))
+            assert r == rewards[i]
+        assert np.array_equal(obs, np.stack(single_obs))
