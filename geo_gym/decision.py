@@ -3,8 +3,9 @@
 At each decision the env shows a *window* of the first W pending jobs (queue order) and, for
 each, the placement every rule of its option set would make now (R options: by default the
 ``NUM_RULES`` rules of ``geo_gym.placement.RULE_NAMES``; ``placement.rule_set``). An action is
-``slot * R + option`` or ``W * R`` ("wait until the next event"). The observation layout, the mask and the reward live here, once, for the single env
-and the vector env alike; ``geo_gym/env.py`` documents them for users.
+``slot * R + option`` or ``W * R`` ("wait until the next event"). The observation layout, the
+mask and the reward live here, once, for the single env and the vector env alike;
+``geo_gym/env.py`` documents them for users.
 """
 
 from __future__ import annotations
