@@ -1,6 +1,6 @@
 """Env steps per second: the native vector env beside gymnasium's SyncVectorEnv.
 
-    python scripts/bench_env.py [--scenario paper-default] [--seconds 3] [--autoreset-mode SameStep]
+    python scripts/bench_env.py [--scenario paper-default] [--seconds 3] [--autoreset-mode SameStep] [--rules levels]
 
 All run uniformly random valid actions (drawn from the action mask) for N in
 {1, 16, 64, 256}; the table gives steps/s (env steps, i.e. N per vector step) of the native
@@ -30,6 +30,7 @@ import pandas as pd
 import geo_gym  # noqa: F401  (registers geo_gym/GeoPipe-v0)
 from geo_gym import cli
 from geo_gym.env import GeoPipeEnv
+from geo_gym.placement import RULE_SETS
 from geo_gym.vector import GeoPipeVectorEnv
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
@@ -41,6 +42,7 @@ parser.add_argument("--autoreset-mode", type=cli.autoreset_mode, default="SameSt
                     help="NextStep | SameStep | Disabled (Disabled: the finished envs are reset with a reset_mask)")
 parser.add_argument("--start-rule", type=cli.start_rule, default=None,
                     help="memory | any | fraction:X | kstar | request; default: the scenario's own")
+parser.add_argument("--rules", choices=RULE_SETS, default="default", help="the placement options of each queue slot")
 args = parser.parse_args()
 
 
@@ -107,7 +109,7 @@ def reset_us(env, repeats: int = 5) -> float:
 
 def single_reset_us(runs: int = 5, resets: int = 1_000) -> float:
     """Microseconds of one ``GeoPipeEnv.reset()`` (best of ``runs`` runs of ``resets``)."""
-    env = GeoPipeEnv(args.scenario, args.scenario_kwargs, start_rule=args.start_rule)
+    env = GeoPipeEnv(args.scenario, args.scenario_kwargs, start_rule=args.start_rule, rules=args.rules)
     env.reset(seed=0)
     for _ in range(50):
         env.reset()
@@ -123,14 +125,15 @@ def single_reset_us(runs: int = 5, resets: int = 1_000) -> float:
 print(f"numba threads: {numba.get_num_threads()}")
 rows = []
 for n in args.num_envs:
-    kwargs = {"start_rule": args.start_rule, "autoreset_mode": args.autoreset_mode}
+    kwargs = {"start_rule": args.start_rule, "autoreset_mode": args.autoreset_mode, "rules": args.rules}
     venv = GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, **kwargs)
     venv._step_batch = timed = Timed(venv._step_batch)
     native, ep_len, env_steps = measure(venv, args.seconds, timed)
     compiled_us = timed.seconds / env_steps * 1e6
     parallel, *_ = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, parallel=True, **kwargs), args.seconds)
     sync_env = gym.vector.SyncVectorEnv(
-        [lambda: GeoPipeEnv(args.scenario, args.scenario_kwargs, start_rule=args.start_rule) for _ in range(n)],
+        [lambda: GeoPipeEnv(args.scenario, args.scenario_kwargs, start_rule=args.start_rule, rules=args.rules)
+         for _ in range(n)],
         autoreset_mode=args.autoreset_mode,
     )
     sync, *_ = measure(sync_env, args.seconds)
