@@ -26,7 +26,6 @@ from agents.features import SlotAttention, SlotEncoder
 from agents.optim import EagerAdam
 from agents.policy import AgentPolicy
 from agents.protocol import objective
-from geo_gym.placement import NUM_RULES
 from geo_gym.sb3 import SB3VecEnv
 from geo_gym.vector import SUMMARY_KEYS, GeoPipeVectorEnv
 
@@ -69,11 +68,8 @@ def make_model(algo: str, env, seed: int, tensorboard_log: str | None, features:
     if features not in FEATURES:
         raise ValueError(f"features must be one of {sorted(FEATURES)}, got {features!r}")
     # the observation size alone is ambiguous beyond 45 regions; the env knows its count, and
-    # its placement options per slot (named only when not the default set's)
-    layout = {"num_regions": int(env.get_attr("num_regions")[0])}
-    num_rules = int(env.get_attr("num_rules")[0])
-    if num_rules != NUM_RULES:
-        layout["num_rules"] = num_rules
+    # its placement options per slot
+    layout = {key: int(env.get_attr(key)[0]) for key in ("num_regions", "num_rules")}
     policy_kwargs = {
         "features_extractor_class": FEATURES[features],
         "features_extractor_kwargs": layout,

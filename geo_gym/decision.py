@@ -21,8 +21,7 @@ from geo_gym.placement import (
     FEASIBLE,
     NUM_RULES,
     RULE_PATHFINDER,
-    RULE_PATHFINDER_UNIFORM,
-    is_pathfinder,
+    aims_below_k_star,
     rule_ids,
     rule_set,
     rule_target,
@@ -284,8 +283,7 @@ def _compute_options(c, o, e):
         for r in range(num_opts):
             rule = rules[r]
             src, src_r = twin, r  # the option this one copies, if any
-            if (twin < 0 and pf >= 0 and r > pf and is_pathfinder(rule) and rule != RULE_PATHFINDER_UNIFORM
-                    and rule != RULE_PATHFINDER):
+            if twin < 0 and pf >= 0 and r > pf and aims_below_k_star(rule):
                 if free_total <= rule_target(rule, kstar, min_gpus):
                     src, src_r = s, pf
             if src >= 0:

@@ -581,14 +581,6 @@ def rule_set(rules=None) -> tuple[str, ...]:
     return names
 
 
-def rule_set_name(names: tuple[str, ...]) -> str | list[str]:
-    """What ``rule_set`` was given for these names: a set's name where one matches, else the list."""
-    for key, value in RULE_SETS.items():
-        if value == tuple(names):
-            return key
-    return list(names)
-
-
 def rule_ids(rules=None) -> np.ndarray:
     """The rule ids of an option set (``rule_set``), in option order: what the compiled
     decision code reads (``geo_gym.decision.allocate_options``)."""
@@ -596,10 +588,16 @@ def rule_ids(rules=None) -> np.ndarray:
 
 
 @_inline
+def aims_below_k_star(rule):
+    """Whether a rule is Alg. 1 + Alg. 2 with a smaller GPU target than K* (the half, quarter
+    and level rules): on free GPUs that cannot reach its target it places as Pathfinder does."""
+    return rule == RULE_PATHFINDER_HALF or rule == RULE_PATHFINDER_QUARTER or rule >= RULE_PATHFINDER_MIN
+
+
+@_inline
 def is_pathfinder(rule):
     """Whether a rule is Alg. 1 (every variant: its own allocator and GPU target)."""
-    return (rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_UNIFORM or rule == RULE_PATHFINDER_HALF
-            or rule == RULE_PATHFINDER_QUARTER or rule >= RULE_PATHFINDER_MIN)
+    return rule == RULE_PATHFINDER or rule == RULE_PATHFINDER_UNIFORM or aims_below_k_star(rule)
 
 
 @_inline

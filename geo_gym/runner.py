@@ -199,15 +199,14 @@ def _run(scenario, policy, seed, window, scenario_kwargs, env_kwargs, record):
         env_kwargs["window"] = window
     # an env that may render keeps the schedule (and draws nothing until asked)
     env = GeoPipeEnv(scenario, scenario_kwargs, **env_kwargs, render_mode="rgb_array" if record else None)
-    if getattr(policy, "num_regions", 0) is None or getattr(policy, "num_rules", 0) is None:
-        # a policy that reads the layout from the observation gets this env's region count
-        # (the size alone is ambiguous beyond 45 regions) and option count where it leaves them
-        # open; the caller's object stays as it was
+    # a policy that reads the layout from the observation gets this env's region count (the
+    # size alone is ambiguous beyond 45 regions) and option count where it leaves them open;
+    # the caller's object stays as it was
+    layout = {key: getattr(env, key) for key in ("num_regions", "num_rules") if getattr(policy, key, 0) is None}
+    if layout:
         policy = copy.copy(policy)
-        if getattr(policy, "num_regions", 0) is None:
-            policy.num_regions = env.num_regions
-        if getattr(policy, "num_rules", 0) is None:
-            policy.num_rules = env.num_rules
+        for key, value in layout.items():
+            setattr(policy, key, value)
     obs, info = env.reset(seed=seed)
     if hasattr(policy, "reset"):
         policy.reset(seed)
