@@ -382,7 +382,7 @@ class GeoPipeEnv(gym.Env):
         super().reset(seed=seed)
         self.core, self.jobs, scen, self._scale = start_episode(
             self.core, 0, self._checked_scenario, self.np_random, self.uncertainty,
-            self.warmup_workloads, self.warmup_scenario,
+            self.warmup_workloads, self.warmup_scenario, self._make_scenario.num_jobs,
         )
         self.current_scenario = scen
         decision.begin(self.core, self.opts, 0, self._obs, self._mask)

@@ -50,7 +50,7 @@ class _History(NamedTuple):
 
 def start_episode(
     core, e, make, rng, unc: UncertaintyConfig, warmup_workloads: int = 0,
-    warmup_scenario: Scenario | None = None,
+    warmup_scenario: Scenario | None = None, num_jobs=None,
 ):
     """Draw one episode from ``rng`` (workload, warm-up history, fates, noise, failures) and
     load it into slot e; returns (core, jobs, scenario, scale). Shared by the env, the vector
@@ -58,7 +58,10 @@ def start_episode(
 
     The retrieval history is pre-filled by ``warmup_workloads`` further draws of the scenario,
     or, with ``warmup_scenario`` (e.g. the trace window before this one), by that workload's
-    jobs once; either way with fates drawn from ``rng``."""
+    jobs once; either way with fates drawn from ``rng``. Only the retrieval store reads that
+    history: under any other predictor a warm-up workload is not drawn, only its seed and its
+    fates' numbers (the episode's stream stays the same), for which ``num_jobs(seed)`` counts
+    its jobs (``scenarios.ScenarioFactory.num_jobs``; None: drawing ``make(seed)``)."""
     if warmup_scenario is not None and warmup_workloads:
         raise ValueError("give warmup_workloads or warmup_scenario, not both")
     scen = make(draw_workload_seed(rng))
@@ -66,8 +69,11 @@ def start_episode(
     derived = _derived(unc)
     for _ in range(1 if warmup_scenario is not None else warmup_workloads):
         seed = draw_workload_seed(rng)  # drawn either way: the episode's numbers stay put
-        past = make(seed) if warmup_scenario is None else warmup_scenario
-        u, frac = _fate_draws(rng, len(past.jobs))  # drawn either way, as above
+        past = warmup_scenario
+        if past is None and (derived.retrieval or num_jobs is None):
+            past = make(seed)
+        # drawn either way, as above; where nothing reads the workload, its count sizes them
+        u, frac = _fate_draws(rng, len(past.jobs) if past is not None else num_jobs(seed))
         if derived.retrieval:  # the retrieval store is the only reader of the warm-up history
             spec = spec_columns(past.jobs)
             cl = past.cluster

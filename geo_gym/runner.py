@@ -180,7 +180,7 @@ def _run(scenario, policy, seed, window, scenario_kwargs, env_kwargs, record):
         make = scenario_factory(scenario, env_kwargs.get("start_rule"), **scenario_kwargs)
         core, jobs, scen, _ = start_episode(
             sim.allocate(1, make(0).cluster.num_regions, 1, attempts=0), 0, make, rng, unc,
-            env_kwargs.get("warmup_workloads", 0), env_kwargs.get("warmup_scenario"),
+            env_kwargs.get("warmup_workloads", 0), env_kwargs.get("warmup_scenario"), make.num_jobs,
         )
         strict = bool(getattr(policy, "strict", False))
         schedule = None

@@ -377,12 +377,13 @@ def scenario_factory(
     name: str | Scenario, start_rule: StartRule | str | None = None,
     memory_model: MemoryModel | None = None, stage_overhead: float | None = None,
     mfu: float | None = None, **knobs,
-) -> Callable[[int], Scenario]:
+) -> ScenarioFactory:
     """``seed -> make_scenario(name, seed, start_rule, memory_model, **knobs)``, with the name
     and knobs checked once: an env draws a workload per episode, and the checks cost as much as
     a small workload. ``stage_overhead`` and ``mfu`` (``COMPUTE_KNOBS``; None: the scenario's
-    own) replace the scenario's per-stage overhead and its GPU's effective FLOP/s."""
-    make = _factory(name, **knobs)
+    own) replace the scenario's per-stage overhead and its GPU's effective FLOP/s. Its
+    ``num_jobs(seed)`` counts the jobs without drawing the workload where the knobs fix it."""
+    make, count = _factory(name, **knobs)
     physics = {}
     if start_rule is not None:
         physics["start_rule"] = StartRule.parse(start_rule)
@@ -399,7 +400,7 @@ def scenario_factory(
     if mfu is not None:
         catalog.A6000.at_mfu(mfu)  # checks the value once, whatever the scenario's GPU
     if not physics and mfu is None:
-        return make
+        return ScenarioFactory(make, count)
     last = [None, None]  # the last cluster seen and its MFU-adjusted copy (one per scenario, mostly)
 
     def with_physics(seed: int) -> Scenario:
@@ -414,20 +415,44 @@ def scenario_factory(
         # most callers name the scenario's own rule: no copy of the scenario per episode then
         return replace(scen, **changes) if changes else scen
 
-    return with_physics
+    return ScenarioFactory(with_physics, count)  # physics moves no job: the same count
 
 
-def _factory(name: str | Scenario | Sequence[Scenario], **knobs) -> Callable[[int], Scenario]:
+@dataclass(frozen=True)
+class ScenarioFactory:
+    """``seed -> Scenario`` (``scenario_factory``), and ``num_jobs(seed)``: how many jobs that
+    scenario has. Loading draws warm-up workloads only for their fates' draws when no
+    retrieval predictor reads their jobs (``loading.start_episode``), and then needs only
+    their count: known from the knobs for the built-in scenarios with a ``num_jobs`` (and for
+    a ready-made Scenario, a pool, a mixture of those), drawn otherwise."""
+
+    make: Callable[[int], Scenario]
+    # seed -> the job count, without drawing the workload; None: only the workload knows it
+    count: Callable[[int], int] | None = None
+
+    def __call__(self, seed: int) -> Scenario:
+        return self.make(seed)
+
+    def num_jobs(self, seed: int) -> int:
+        return self.count(seed) if self.count is not None else len(self.make(seed).jobs)
+
+
+def _factory(name, **knobs) -> tuple[Callable[[int], Scenario], Callable[[int], int] | None]:
+    """(seed -> Scenario, seed -> its job count or None: ``ScenarioFactory``'s fields)."""
     if isinstance(name, Scenario):
         if knobs:
             raise ValueError(f"knobs {sorted(knobs)} given with a ready-made Scenario")
-        return lambda seed: name
+        return (lambda seed: name), (lambda seed: len(name.jobs))
     if isinstance(name, list | tuple):
         return _pool(tuple(name), knobs)
+    if isinstance(name, ScenarioFactory):  # e.g. scenario_mixture's
+        if knobs:
+            raise ValueError(f"knobs {sorted(knobs)} given with a workload function")
+        return partial(_call, name.make), name.count
     if callable(name):
         if knobs:
             raise ValueError(f"knobs {sorted(knobs)} given with a workload function")
-        return partial(_call, name)
+        return partial(_call, name), None
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known scenarios: {scenario_names()}")
     fn = SCENARIOS[name]
@@ -435,12 +460,19 @@ def _factory(name: str | Scenario | Sequence[Scenario], **knobs) -> Callable[[in
     bad = sorted(set(knobs) - set(params) | {"seed"} & set(knobs))
     if bad:
         raise ValueError(f"scenario {name!r} has no knob(s) {bad}; its knobs: {scenario_knobs(name)}")
+    # a num_jobs knob that is given (not drawn: random's default None) is the job count
+    given = knobs.get("num_jobs", params["num_jobs"].default) if "num_jobs" in params else None
+    count = None if given is None else partial(_fixed_count, given)
     if "seed" in params:
-        return partial(fn, **knobs)
-    return lambda seed: fn(**knobs)
+        return partial(fn, **knobs), count
+    return (lambda seed: fn(**knobs)), (lambda seed: len(fn(**knobs).jobs))
 
 
-def _pool(scenarios: tuple, knobs: dict) -> Callable[[int], Scenario]:
+def _fixed_count(num_jobs, seed: int) -> int:
+    return _check_num_jobs(num_jobs)  # the scenario's own check: a bad knob fails as building it would
+
+
+def _pool(scenarios: tuple, knobs: dict) -> tuple[Callable[[int], Scenario], Callable[[int], int]]:
     """A workload per seed from a fixed pool (e.g. a trace's training windows): the seed modulo
     the pool's size picks it, so an env's seeded draws pick them uniformly."""
     if knobs:
@@ -453,7 +485,7 @@ def _pool(scenarios: tuple, knobs: dict) -> Callable[[int], Scenario]:
         if scen.cluster.num_regions != scenarios[0].cluster.num_regions:
             raise ValueError(f"scenario pool entry {i} has {scen.cluster.num_regions} regions, entry 0 "
                              f"{scenarios[0].cluster.num_regions}: an env's observation has one size")
-    return lambda seed: scenarios[seed % len(scenarios)]
+    return (lambda seed: scenarios[seed % len(scenarios)]), (lambda seed: len(scenarios[seed % len(scenarios)].jobs))
 
 
 def _call(fn: Callable[[int], Scenario], seed: int) -> Scenario:
@@ -464,7 +496,7 @@ def _call(fn: Callable[[int], Scenario], seed: int) -> Scenario:
     return scen
 
 
-def scenario_mixture(name: str, grid: dict[str, Sequence], **knobs) -> Callable[[int], Scenario]:
+def scenario_mixture(name: str, grid: dict[str, Sequence], **knobs) -> ScenarioFactory:
     """``seed -> Scenario`` drawing from every combination of ``grid``'s knob values (a
     distribution of workloads: user populations, loads, capacities): the seed modulo the
     number of combinations picks the combination, the rest of it the workload, so an env's
@@ -479,9 +511,14 @@ def scenario_mixture(name: str, grid: dict[str, Sequence], **knobs) -> Callable[
         if knob in knobs:
             raise ValueError(f"scenario grid {knob!r} is also a fixed knob ({knobs[knob]!r})")
     combos = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
-    makers = [scenario_factory(name, **knobs, **combo) for combo in combos]  # checks every knob now
-    return partial(_mixed, tuple(makers))
+    makers = tuple(scenario_factory(name, **knobs, **combo) for combo in combos)  # checks every knob now
+    counts = None if any(m.count is None for m in makers) else partial(_mixed_count, makers)
+    return ScenarioFactory(partial(_mixed, makers), counts)
 
 
 def _mixed(makers: tuple, seed: int) -> Scenario:
     return makers[seed % len(makers)](seed // len(makers))
+
+
+def _mixed_count(makers: tuple, seed: int) -> int:
+    return makers[seed % len(makers)].count(seed // len(makers))

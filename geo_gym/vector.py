@@ -202,7 +202,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         t = self._template
         self.core, self.jobs[e], self.scenarios[e], self._scale[e] = start_episode(
             self.core, e, t._checked_scenario, self._rngs[e], t.uncertainty, t.warmup_workloads,
-            t.warmup_scenario,
+            t.warmup_scenario, t._make_scenario.num_jobs,
         )
         decision.begin(self.core, self.opts, e, self._obs[e], self._masks[e])
         self._check_deadlock(e)

@@ -211,3 +211,55 @@ def test_load_episode_writes_every_loaded_column_and_setting():
     for name in sim.Settings._fields:
         assert getattr(core, name)[1] == getattr(settings, name), name
     assert core.n_jobs[1] == n and core.k_target_max[1] == max(1, int(jobs.k_target.max()))
+
+
+def _factories():
+    from geo_gym.scenarios import scenario_factory, scenario_mixture
+
+    pool = [make_scenario("recurring", seed=s, num_jobs=n) for s, n in ((0, 7), (1, 11), (2, 5))]
+    return {
+        "paper-default": scenario_factory("paper-default", num_jobs=12),
+        "recurring": scenario_factory("recurring", start_rule="any", mfu=0.3),
+        "random": scenario_factory("random"),  # the job count is drawn from the seed
+        "paper-fig1": scenario_factory("paper-fig1"),
+        "a Scenario": scenario_factory(pool[1]),
+        "a pool": scenario_factory(pool),
+        "a mixture": scenario_factory(scenario_mixture("recurring", {"num_jobs": [4, 9]})),
+        "a function": scenario_factory(lambda seed: pool[seed % 2]),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_factories()))
+def test_a_factory_counts_the_jobs_of_each_seeds_workload(kind):
+    make = _factories()[kind]
+    for seed in range(6):
+        assert make.num_jobs(seed) == len(make(seed).jobs), seed
+    # the count comes without drawing the workload wherever the knobs fix it
+    assert (make.count is None) == (kind in ("random", "a function"))
+
+
+@pytest.mark.parametrize("uncertainty, built", [("realistic", 1), ("schedmate", 3)])
+def test_warmup_workloads_are_drawn_only_when_the_retrieval_store_reads_them(uncertainty, built):
+    # Under user estimates nothing reads the two warm-up workloads: only the first make(seed)
+    # runs, and the core is loaded exactly as when they are drawn (their seeds and fates'
+    # numbers are drawn either way). The retrieval predictor (schedmate) reads all three.
+    from geo_gym.loading import start_episode
+    from geo_gym.scenarios import scenario_factory
+
+    unc = as_uncertainty(uncertainty)
+    make = scenario_factory("recurring", num_jobs=20)
+    calls = []
+
+    def counted(seed):
+        calls.append(seed)
+        return make(seed)
+
+    states = []
+    for num_jobs in (make.num_jobs, None):
+        calls.clear()
+        core = sim.ensure(sim.allocate(1, 11, 1), **required_sizes(make(0), unc))
+        core, *_ = start_episode(core, 0, counted, np.random.default_rng(3), unc, 2, None, num_jobs)
+        states.append(core_state(core))
+        assert len(calls) == (built if num_jobs is not None else 3)
+    for field, value in states[0].items():
+        assert np.array_equal(value, states[1][field], equal_nan=value.dtype.kind == "f"), field
