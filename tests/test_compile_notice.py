@@ -60,34 +60,3 @@ def test_other_modules_compiling_print_nothing(capsys):
     assert twice(3) == 6
     assert geo_gym._compile_notice.shown == shown
     assert geo_gym.COMPILE_NOTICE not in capsys.readouterr().err
-
-
-def test_precompiled_kernels_cover_an_env_episode_and_the_fast_path():
-    """`python -m geo_gym.precompile` leaves nothing to compile for an env episode, a vector
-    env's steps and geo_gym.simulate of a fixed policy (it compiles what is missing; warm, it
-    only loads)."""
-    warm = subprocess.run([sys.executable, "-m", "geo_gym.precompile"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
-    assert warm.returncode == 0, warm.stderr
-    assert "ready in" in warm.stdout
-    code = (
-        "import numpy as np, geo_gym, baselines\n"
-        "from geo_gym.env import GeoPipeEnv\n"
-        "from geo_gym.vector import GeoPipeVectorEnv\n"
-        "geo_gym.simulate('recurring', baselines.make('qssf'), seed=3, env_kwargs={'uncertainty': 'realistic'})\n"
-        "env = GeoPipeEnv('paper-default'); obs, info = env.reset(seed=1); done = False\n"
-        "while not done: obs, _, done, _, info = env.step(int(np.flatnonzero(info['action_mask'])[-1]))\n"
-        "vec = GeoPipeVectorEnv(3, 'recurring', uncertainty='realistic'); obs, info = vec.reset(seed=2)\n"
-        "for _ in range(20): obs, *_, info = vec.step(np.array([np.flatnonzero(m)[-1] if m.any() else 0 "
-        "for m in info['action_mask']]))\n"
-    )
-    res = _run(code)
-    assert res.returncode == 0, res.stderr
-    assert geo_gym.COMPILE_NOTICE not in res.stderr
-
-
-def test_precompile_names_an_unknown_part_in_one_line():
-    res = subprocess.run([sys.executable, "-m", "geo_gym.precompile", "everything"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
-    assert res.returncode == 2 and "Traceback" not in res.stderr
-    assert res.stderr.strip() == "geo_gym.precompile: unknown part(s) ['everything']; parts: ['env', 'fast-path']"
