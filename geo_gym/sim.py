@@ -41,6 +41,7 @@ Job indices are the workload's jobs sorted by submit time (stable), see ``loadin
 
 from __future__ import annotations
 
+from functools import cache
 from typing import NamedTuple
 
 import numba
@@ -262,9 +263,11 @@ def load_episode(c, e, cluster: ClusterColumns, settings: Settings, jobs: JobCol
                  drawn: draws.DrawnColumns) -> None:
     """Write env e's cluster, settings, n jobs (``JobColumns``) and their drawn uncertainty
     (``draws.DrawnColumns``), fill the rows beyond n with each field's ``fill``, and ``reset``:
-    one compiled call per episode (``loading`` computes the columns)."""
+    one compiled call per episode (``loading`` computes the columns). The arrays are
+    C-contiguous, read-only or not: float64, int64 for the cluster's GPUs and the jobs'
+    integer columns, the drawn columns of their field's dtype (a TypeError names others)."""
     scalars = np.array((*settings, cluster.intra_gbps, cluster.gpu_kw, cluster.stage_overhead_s), np.float64)
-    _load_episode(
+    _loader()(
         c, e, cluster.cap, cluster.price, cluster.bandwidth_gbps, scalars, _FILLS,
         jobs.submit_s, jobs.work_s, jobs.microbatches, jobs.full_iters, jobs.iters, jobs.end_kind,
         jobs.activation_gbit, jobs.k_target, jobs.min_gpus, jobs.b_target_gbps, jobs.t_iter_1gpu_s,
@@ -272,6 +275,38 @@ def load_episode(c, e, cluster: ClusterColumns, settings: Settings, jobs: JobCol
         drawn.failure_draws, drawn.repair_h, drawn.handler_u, drawn.end_kind_u, drawn.tracker_sees,
         drawn.tracker_frac_noise, drawn.tracker_step_noise,
     )
+
+
+def _readonly(dtype, ndim: int = 1) -> types.Array:
+    return types.Array(numba.from_dtype(np.dtype(dtype)), ndim, "C", readonly=True)
+
+
+def _core_type() -> CoreType:
+    """numba's type of every Core: its fields are C-contiguous, writable arrays (``allocate``)."""
+    sizes = dict.fromkeys("KJASDP", 1)
+    return CoreType([(f.name, numba.typeof(np.zeros(state.shape_of(f, 1, sizes), f.dtype))) for f in _FIELDS])
+
+
+# What loading passes of each job: float64 columns, int64 counts, GPU numbers and codes.
+_INT_COLUMNS = ("microbatches", "end_kind", "k_target", "min_gpus")
+
+
+@cache
+def _loader():
+    """``_load_episode``, compiled once for read-only arrays, and only for them: a writable
+    array converts to its read-only type at the call. Otherwise numba would compile one
+    specialisation for each mix of read-only columns (loading's shared constants: a
+    workload's default columns, the neutral draws) and writable ones (fresh columns), seven
+    and more over the tests, each 4-8 s on a cold cache."""
+    f8, i8 = _readonly(np.float64), _readonly(np.int64)
+    signature = types.void(
+        _core_type(), types.int64, i8, f8, _readonly(np.float64, 2), f8, f8,  # cluster, scalars, fills
+        *(i8 if name in _INT_COLUMNS else f8 for name in JobColumns._fields),
+        *(_readonly(f.dtype, len(f.shape)) for f in draws.FIELDS),
+    )
+    _load_episode.compile(signature)
+    _load_episode.disable_compile()
+    return _load_episode
 
 
 @_jit

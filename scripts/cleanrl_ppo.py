@@ -22,11 +22,14 @@ from torch import nn
 from torch.distributions import Categorical
 
 from geo_gym import cli
+from geo_gym.placement import RULE_SETS
 from geo_gym.vector import GeoPipeVectorEnv
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--scenario", default="paper-fig1")
 parser.add_argument("--window", type=cli.positive_int, default=2, help="queue slots shown to the agent")
+parser.add_argument("--rules", choices=sorted(RULE_SETS), default="default",
+                    help="the placement options of each queue slot (geo_gym.placement.RULE_SETS)")
 parser.add_argument("--num-envs", type=cli.positive_int, default=8)
 parser.add_argument("--num-steps", type=cli.positive_int, default=64, help="steps per env per rollout")
 parser.add_argument("--iterations", type=cli.positive_int, default=50)
@@ -42,7 +45,7 @@ parser.add_argument("--seed", type=cli.non_negative_int, default=0)
 args = parser.parse_args()
 
 torch.manual_seed(args.seed)
-envs = GeoPipeVectorEnv(args.num_envs, args.scenario, window=args.window, autoreset_mode="SameStep")
+envs = GeoPipeVectorEnv(args.num_envs, args.scenario, window=args.window, rules=args.rules, autoreset_mode="SameStep")
 n_obs, n_act = envs.single_observation_space.shape[0], envs.single_action_space.n
 
 

@@ -26,11 +26,14 @@ from ray.rllib.examples.rl_modules.classes.action_masking_rlm import ActionMaski
 from ray.tune.registry import register_env
 
 from geo_gym import cli
+from geo_gym.placement import RULE_SETS
 from geo_gym.wrappers import ActionMaskObservation
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
 parser.add_argument("--scenario", default="paper-fig1")
 parser.add_argument("--window", type=cli.positive_int, default=2, help="queue slots shown to the agent")
+parser.add_argument("--rules", choices=sorted(RULE_SETS), default="default",
+                    help="the placement options of each queue slot (geo_gym.placement.RULE_SETS)")
 parser.add_argument("--iterations", type=cli.positive_int, default=2)
 parser.add_argument("--env-runners", type=cli.positive_int, default=1, help="remote env runners")
 parser.add_argument("--batch", type=cli.positive_int, default=256, help="env steps per iteration")
@@ -55,7 +58,7 @@ def on_episode_end(*, episode, metrics_logger, **kwargs):
 
 config = (
     PPOConfig()
-    .environment("geo_gym_masked", env_config={"scenario": args.scenario, "window": args.window})
+    .environment("geo_gym_masked", env_config={"scenario": args.scenario, "window": args.window, "rules": args.rules})
     .env_runners(num_env_runners=args.env_runners, num_envs_per_env_runner=1, num_cpus_per_env_runner=1)
     .learners(num_learners=0)
     .training(train_batch_size_per_learner=args.batch, minibatch_size=min(64, args.batch), num_epochs=2)

@@ -79,7 +79,7 @@ def test_maskable_ppo_learns_on_a_gym_make_env_and_action_masker_reaches_the_mas
 def test_cleanrl_style_masked_ppo_over_the_native_vector_env():
     out = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "cleanrl_ppo.py"), "--iterations", "2", "--num-envs", "4",
-         "--num-steps", "32"],
+         "--num-steps", "32", "--rules", "levels"],  # the GPU levels: the network follows the env's action space
         capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.returncode == 0, out.stderr[-2000:]
@@ -124,7 +124,7 @@ def test_rllib_ppo_with_the_action_masking_module_in_a_loopback_namespace():
     try:
         out = subprocess.run(
             ["unshare", "-rn", "--pid", "--fork", "--mount-proc", "sh", "-c",
-             f"ip link set lo up && exec '{sys.executable}' '{script}' --iterations 2 --env-runners 1"],
+             f"ip link set lo up && exec '{sys.executable}' '{script}' --iterations 2 --env-runners 1 --rules levels"],
             capture_output=True, text=True, timeout=600, env=env,
         )
     finally:

@@ -190,8 +190,8 @@ def test_load_episode_writes_every_loaded_column_and_setting():
         shape = (n, attempts) if field.shape == "JA" else (n,)
         if field.dtype == np.bool_:
             return rng.random(shape) < 0.5
-        if np.issubdtype(field.dtype, np.integer):
-            return rng.integers(1, 9, shape).astype(field.dtype)
+        if np.issubdtype(field.dtype, np.integer):  # loading passes int64 (the core holds int32)
+            return rng.integers(1, 9, shape)
         return rng.random(shape) + 1.0
 
     jobs = sim.JobColumns(*(column(f) for f in state.LOADED))
