@@ -364,7 +364,8 @@ def step_one(c, o, e, action, cost_weight, scale):
         s = action // num_opts
         r = action % num_opts
         if s < o.n_win[e] and o.g[e, s, r] > 0:
-            code = place(c, e, o.win[e, s], o.path[e, s, r], o.plen[e, s, r], o.alloc[e, s, r])
+            # the job as int64, as the fast path passes it: one compiled place() for both
+            code = place(c, e, np.int64(o.win[e, s]), o.path[e, s, r], o.plen[e, s, r], o.alloc[e, s, r])
             invalid = code != FEASIBLE
     elif action == w * num_opts and o.wait_ok[e]:
         advance(c, e)
@@ -517,8 +518,8 @@ def step_batch_parallel(c, o, actions, stepping, cost_weight, scale, rewards, re
     """``step_batch`` with the envs spread over numba's threads (``numba.set_num_threads``).
     Env e reads and writes only row e of the core and the options (and allocates its own
     scratch), so the results are exactly those of ``step_batch``."""
-    for e in numba.prange(actions.shape[0]):
-        _step_or_skip(c, o, e, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost,
+    for e in numba.prange(actions.shape[0]):  # prange's index is unsigned: int64, as step_batch's
+        _step_or_skip(c, o, np.int64(e), actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost,
                       invalid, terminated, obs, masks)
 
 

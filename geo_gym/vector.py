@@ -224,10 +224,10 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         """The single env's episode-end keys, batched: the summary, ``reward_scale`` (and
         ``jobs``) of the envs in ``summarized`` (terminated or idle-truncated), and
         ``truncated_idle`` of those in ``idle``."""
-        values = np.zeros((len(SUMMARY_KEYS), self.num_envs))
+        values = np.zeros((self.num_envs, len(SUMMARY_KEYS)))  # rows C-contiguous, as the env's
         for e in np.flatnonzero(summarized):
-            decision.summary_values(self.core, e, values[:, e])
-        summary = dict(zip(SUMMARY_KEYS, values, strict=True))
+            decision.summary_values(self.core, e, values[e])
+        summary = dict(zip(SUMMARY_KEYS, values.T.copy(), strict=True))
         for key in decision.SUMMARY_COUNTS:  # ints in the single env's info
             summary[key] = summary[key].astype(np.int64)
         summary["reward_scale"] = self._scale

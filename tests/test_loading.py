@@ -263,3 +263,28 @@ def test_warmup_workloads_are_drawn_only_when_the_retrieval_store_reads_them(unc
         assert len(calls) == (built if num_jobs is not None else 3)
     for field, value in states[0].items():
         assert np.array_equal(value, states[1][field], equal_nan=value.dtype.kind == "f"), field
+
+
+def test_every_kind_of_workload_loads_through_one_compiled_loader():
+    """Loading's columns come read-only (shared constants: a table's default columns, the
+    neutral draws) or writable (fresh columns, drawn numbers): all of them convert to the one
+    compiled loader (sim._loader; numba compiles nothing more and would raise a TypeError for
+    a column of another type), for catalog tables, JobSpecs and trace tables, with and without
+    drawn uncertainty."""
+    from pathlib import Path
+
+    from traces import read_philly_job_log
+    from traces.mapping import map_trace
+
+    sample = Path(__file__).resolve().parents[1] / "traces" / "data" / "synthetic_philly_job_log.json"
+    trace = map_trace(read_philly_job_log(sample), max_jobs=40).scenario
+    paper = make_scenario("paper-default", seed=2)
+    workloads = [paper, Scenario(paper.name, paper.cluster, tuple(paper.jobs)),
+                 make_scenario("recurring", seed=1, num_jobs=12), trace]
+    for scen in workloads:
+        for uncertainty in (None, "realistic", "schedmate"):
+            unc = as_uncertainty(uncertainty)
+            core = sim.ensure(sim.allocate(1, scen.cluster.num_regions, 1), **required_sizes(scen, unc))
+            load(core, 0, scen, np.random.default_rng(0), unc)
+            assert core.n_jobs[0] == len(scen.jobs)
+    assert len(sim._loader().signatures) == 1
