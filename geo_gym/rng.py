@@ -303,3 +303,14 @@ def state_arrays(generator: np.random.Generator) -> tuple[np.ndarray, np.ndarray
     if s.tolist() != expected or b.tolist() != [state["has_uint32"], state["uinteger"]]:
         raise ValueError("rng.state_arrays: this numpy build lays PCG64's state out differently")
     return s, b
+
+
+def generator_state(seed) -> tuple[np.ndarray, np.ndarray]:
+    """(s, b) of ``np.random.default_rng(seed)``: compiled for an int in [0, 2**63), numpy's
+    own SeedSequence for any other seed (its errors for a bad one)."""
+    if isinstance(seed, int | np.integer) and not isinstance(seed, bool) and 0 <= seed < 2**63:
+        return seeded(int(seed))
+    s = np.empty(4, np.uint64)
+    b = np.empty(2, np.uint32)
+    _set_seed(s, b, np.random.SeedSequence(seed).generate_state(4, np.uint64))
+    return s, b

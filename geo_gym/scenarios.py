@@ -35,7 +35,7 @@ from functools import cache, lru_cache, partial
 import numba
 import numpy as np
 
-from geo_gym import catalog
+from geo_gym import catalog, rng
 from geo_gym.cluster import Cluster, Region, paper_cluster
 from geo_gym.memory import MemoryModel
 from geo_gym.start_rule import StartRule
@@ -107,8 +107,7 @@ def paper_default(
 
 def _paper_jobs(seed: int, num_jobs: int) -> JobTable:
     """Paper IV-A's workload: Table III's models cycled, a dataset per job drawn from ``seed``."""
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(catalog.PAPER_DATASETS), size=num_jobs)
+    picks = _paper_picks(*rng.generator_state(seed), num_jobs, len(catalog.PAPER_DATASETS))
     return JobTable(
         model=_cycled_models(num_jobs),
         dataset=picks,
@@ -203,25 +202,25 @@ def random_scenario(
     Jobs are drawn among the Table III models that fit in the largest region (their memory
     minimum on its GPU, geo_gym/memory.py): every job can then run, even under a
     single-region rule, in the world as drawn."""
-    rng = np.random.default_rng(seed)
-    k = int(rng.integers(3, 7)) if num_regions is None else _positive_int("num_regions", num_regions)
-    n = int(rng.integers(6, 25)) if num_jobs is None else _check_num_jobs(num_jobs)
+    gen = np.random.default_rng(seed)
+    k = int(gen.integers(3, 7)) if num_regions is None else _positive_int("num_regions", num_regions)
+    n = int(gen.integers(6, 25)) if num_jobs is None else _check_num_jobs(num_jobs)
     mean_interarrival = _finite_non_negative("mean_interarrival", mean_interarrival)
     regions = tuple(
         Region(
             f"R{i}",
-            int(rng.choice([8, 16, 32, 64, 128])),
-            float(np.round(rng.uniform(0.08, 0.35), 3)),
-            float(np.round(np.exp(rng.uniform(np.log(1.0), np.log(100.0))), 2)),
+            int(gen.choice([8, 16, 32, 64, 128])),
+            float(np.round(gen.uniform(0.08, 0.35), 3)),
+            float(np.round(np.exp(gen.uniform(np.log(1.0), np.log(100.0))), 2)),
         )
         for i in range(k)
     )
     cluster = Cluster(regions).scaled(bandwidth_scale, capacity_scale)
-    arrivals = np.cumsum(rng.exponential(mean_interarrival, size=n)) if mean_interarrival else np.zeros(n)
+    arrivals = np.cumsum(gen.exponential(mean_interarrival, size=n)) if mean_interarrival else np.zeros(n)
     arrivals[0] = 0.0
     fits = _models_fitting(cluster.gpu, int(cluster.capacities.max()))
-    models = fits[rng.integers(0, len(fits), size=n)]
-    datasets = rng.integers(0, len(catalog.PAPER_DATASETS), size=n)
+    models = fits[gen.integers(0, len(fits), size=n)]
+    datasets = gen.integers(0, len(catalog.PAPER_DATASETS), size=n)
     jobs = JobTable(models, datasets, arrivals, np.full(n, catalog.DEFAULT_EPOCHS))
     return Scenario("random", cluster, jobs)
 
@@ -270,13 +269,13 @@ def recurring(
     num_users = _positive_int("num_users", num_users)
     templates_per_user = _positive_int("templates_per_user", templates_per_user)
     mean_interarrival = _finite_non_negative("mean_interarrival", mean_interarrival)
-    rng = np.random.default_rng(seed)
     cluster = _paper_cluster_scaled(float(bandwidth_scale), float(capacity_scale))
     t_model, t_data, t_epochs, t_p_early, t_end = _templates(
         population_seed, num_users * templates_per_user, float(early_end_rate)
     )
-    arrivals = np.concatenate([[0.0], np.cumsum(rng.exponential(mean_interarrival, size=num_jobs - 1))])
-    tmpl, fate, epochs = _recurring_jobs(rng, num_jobs, t_p_early, t_end, t_epochs)
+    arrivals, tmpl, fate, epochs = _recurring_jobs(
+        *rng.generator_state(seed), num_jobs, mean_interarrival, t_p_early, t_end, t_epochs
+    )
     jobs = JobTable(
         model=t_model[tmpl],
         dataset=t_data[tmpl],
@@ -311,23 +310,40 @@ def _templates(population_seed: int, n_t: int, early_end_rate: float) -> tuple[n
 
 
 @numba.njit(cache=True)
-def _recurring_jobs(rng, n, t_p_early, t_end, t_epochs):
-    """Each job's template, fate (1.0: completes) and epochs, drawn job by job from ``rng``
-    (template, early-end coin, end-point jitter only when early, epoch jitter): compiled, the
-    per-job draws cost nanoseconds instead of microseconds, from the very same stream."""
+def _paper_picks(s, b, n, n_datasets):
+    """Paper IV-A's dataset per job, uniform over the ``n_datasets``, from generator state
+    (s, b) (``geo_gym.rng``): ``default_rng(seed).integers(0, n_datasets, size=n)``'s numbers,
+    compiled so that ``geo_gym.compiled_reset`` draws a workload in the same call as its load."""
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        out[i] = rng.bounded(s, b, 0, n_datasets)
+    return out
+
+
+@numba.njit(cache=True)
+def _recurring_jobs(s, b, n, mean_interarrival, t_p_early, t_end, t_epochs):
+    """Each job's arrival (Poisson, the first at 0), template, fate (1.0: completes) and epochs,
+    drawn from generator state (s, b) (``geo_gym.rng``: numpy's stream of
+    ``default_rng(seed)``): first the n - 1 exponential gaps, then job by job its template,
+    early-end coin, end-point jitter only when early and epoch jitter."""
     n_t = t_p_early.shape[0]
+    arrivals = np.zeros(n)
+    t = 0.0
+    for i in range(1, n):  # np.cumsum of Generator.exponential(mean_interarrival, n - 1)
+        t += mean_interarrival * rng.standard_exponential(s)
+        arrivals[i] = t
     tmpl = np.empty(n, np.int64)
     # 1.0, not NaN: NaN means "no fate given", and loading would then draw one more
     # early-end coin (UncertaintyConfig.early_end_rate) on top of the template's.
     fate = np.ones(n)
     epochs = np.empty(n)
     for i in range(n):
-        t = rng.integers(0, n_t)
-        tmpl[i] = t
-        if rng.random() < t_p_early[t]:
-            fate[i] = min(max(t_end[t] * rng.lognormal(0.0, 0.25), 0.01), 1.0)
-        epochs[i] = t_epochs[t] * rng.uniform(0.9, 1.1)
-    return tmpl, fate, epochs
+        k = rng.bounded(s, b, 0, n_t)
+        tmpl[i] = k
+        if rng.next_double(s) < t_p_early[k]:
+            fate[i] = min(max(t_end[k] * rng.lognormal(s, 0.0, 0.25), 0.01), 1.0)
+        epochs[i] = t_epochs[k] * rng.uniform(s, 0.9, 1.1)
+    return arrivals, tmpl, fate, epochs
 
 
 SCENARIOS = {

@@ -266,15 +266,19 @@ def load_episode(c, e, cluster: ClusterColumns, settings: Settings, jobs: JobCol
     one compiled call per episode (``loading`` computes the columns). The arrays are
     C-contiguous, read-only or not: float64, int64 for the cluster's GPUs and the jobs'
     integer columns, the drawn columns of their field's dtype (a TypeError names others)."""
-    scalars = np.array((*settings, cluster.intra_gbps, cluster.gpu_kw, cluster.stage_overhead_s), np.float64)
     _loader()(
-        c, e, cluster.cap, cluster.price, cluster.bandwidth_gbps, scalars, _FILLS,
+        c, e, cluster.cap, cluster.price, cluster.bandwidth_gbps, episode_scalars(settings, cluster), _FILLS,
         jobs.submit_s, jobs.work_s, jobs.microbatches, jobs.full_iters, jobs.iters, jobs.end_kind,
         jobs.activation_gbit, jobs.k_target, jobs.min_gpus, jobs.b_target_gbps, jobs.t_iter_1gpu_s,
         jobs.t_iter_target_s, jobs.pred_iters,
         drawn.failure_draws, drawn.repair_h, drawn.handler_u, drawn.end_kind_u, drawn.tracker_sees,
         drawn.tracker_frac_noise, drawn.tracker_step_noise,
     )
+
+
+def episode_scalars(settings: Settings, cluster: ClusterColumns) -> np.ndarray:
+    """``write_episode``'s scalars: the settings' fields, then the cluster's three."""
+    return np.array((*settings, cluster.intra_gbps, cluster.gpu_kw, cluster.stage_overhead_s), np.float64)
 
 
 def _readonly(dtype, ndim: int = 1) -> types.Array:
@@ -316,6 +320,23 @@ def _load_episode(
     b_target_gbps, t_iter_1gpu_s, t_iter_target_s, pred_iters,
     failure_draws, repair_h, handler_u, end_kind_u, tracker_sees, tracker_frac_noise, tracker_step_noise,
 ):
+    write_episode(
+        c, e, cap, price, bandwidth_gbps, scalars, fills,
+        submit_s, work_s, microbatches, full_iters, iters, end_kind, activation_gbit, k_target, min_gpus,
+        b_target_gbps, t_iter_1gpu_s, t_iter_target_s, pred_iters,
+        failure_draws, repair_h, handler_u, end_kind_u, tracker_sees, tracker_frac_noise, tracker_step_noise,
+    )
+
+
+@_jit
+def write_episode(
+    c, e, cap, price, bandwidth_gbps, scalars, fills,
+    submit_s, work_s, microbatches, full_iters, iters, end_kind, activation_gbit, k_target, min_gpus,
+    b_target_gbps, t_iter_1gpu_s, t_iter_target_s, pred_iters,
+    failure_draws, repair_h, handler_u, end_kind_u, tracker_sees, tracker_frac_noise, tracker_step_noise,
+):
+    """``load_episode``'s work, for compiled callers (``geo_gym.compiled_reset``), whose fresh
+    columns are writable: ``_load_episode`` is compiled for read-only arrays only."""
     # Every field by name (tests/test_loading.py checks that none is missed). Not getattr with
     # literal names: numba 0.68 keeps a reference to the core for every such lookup, so no
     # core that had been loaded was ever freed.

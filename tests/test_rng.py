@@ -86,3 +86,36 @@ def test_state_arrays_advance_the_generator_python_sees():
 def test_state_arrays_refuse_another_bit_generator():
     with pytest.raises(ValueError, match="PCG64"):
         rng.state_arrays(np.random.Generator(np.random.MT19937(0)))
+
+
+def _numpy_recurring(seed, n, mean, t_p_early, t_end, t_epochs):
+    """recurring's job stream as numpy's Generator draws it (the scenario's former code)."""
+    g = np.random.default_rng(seed)
+    arrivals = np.concatenate([[0.0], np.cumsum(g.exponential(mean, size=n - 1))])
+    tmpl, fate, epochs = [], np.ones(n), []
+    for i in range(n):
+        t = int(g.integers(0, len(t_p_early)))
+        tmpl.append(t)
+        if g.random() < t_p_early[t]:
+            fate[i] = min(max(t_end[t] * g.lognormal(0.0, 0.25), 0.01), 1.0)
+        epochs.append(t_epochs[t] * g.uniform(0.9, 1.1))
+    return arrivals.tolist(), tmpl, fate.tolist(), epochs
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**31 - 2, 2**63 + 5])
+def test_the_built_in_workloads_draw_numpys_numbers(seed):
+    from geo_gym import scenarios
+
+    g = np.random.default_rng(seed)
+    picks = scenarios._paper_picks(*rng.generator_state(seed), 24, 3)
+    assert picks.tolist() == g.integers(0, 3, size=24).tolist()
+    t_model, t_data, t_epochs, t_p_early, t_end = scenarios._templates(0, 18, 0.45)
+    for mean in (1800.0, 0.0):
+        for n in (1, 2, 60):
+            ours = scenarios._recurring_jobs(*rng.generator_state(seed), n, mean, t_p_early, t_end, t_epochs)
+            assert [a.tolist() for a in ours] == list(_numpy_recurring(seed, n, mean, t_p_early, t_end, t_epochs))
+
+
+def test_generator_state_refuses_what_numpy_refuses():
+    with pytest.raises(ValueError):
+        rng.generator_state(-1)
