@@ -107,7 +107,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from geo_gym import decision, sim
+from geo_gym import compiled_reset, decision, rng, sim
 from geo_gym.loading import start_episode
 from geo_gym.placement import ALL_RULE_NAMES, NUM_RULES, rule_set
 from geo_gym.scenarios import Scenario, scenario_factory
@@ -362,9 +362,15 @@ class GeoPipeEnv(gym.Env):
         self.wait_action = self.window * self.num_rules
         self._obs = np.zeros(self.observation_space.shape, np.float32)
         self._mask = np.zeros(self.action_space.n, np.bool_)
-        self.jobs: list = []
-        self.current_scenario: Scenario | None = None
         self._scale = 1.0
+        # the episode's workload: its Scenario and jobs, or (compiled resets) the seed that builds them
+        self._scenario: Scenario | None = None
+        self._jobs = None
+        self._workload_seed: int | None = None
+        self._plan, self.core = compiled_reset.plan(
+            self._make_scenario, probe, self.uncertainty, self.warmup_workloads, self.core, self.warmup_scenario
+        )
+        self._rng_views: tuple | None = None  # (np_random, its rng.state_arrays)
 
     def _checked_scenario(self, seed: int) -> Scenario:
         scen = self._make_scenario(seed)
@@ -378,23 +384,56 @@ class GeoPipeEnv(gym.Env):
     def _info(self) -> dict[str, Any]:
         return {"action_mask": self._mask.copy(), "time_h": float(self.core.now_s[0] / SECONDS_PER_HOUR)}
 
+    @property
+    def current_scenario(self) -> Scenario | None:
+        """The episode's workload (None before the first reset); a compiled reset builds it
+        from its seed when asked."""
+        if self._scenario is None and self._workload_seed is not None:
+            self._scenario = self._make_scenario(self._workload_seed)
+        return self._scenario
+
+    @property
+    def jobs(self):
+        """The episode's jobs in core index order (submit order)."""
+        if self._jobs is not None:
+            return self._jobs
+        scen = self.current_scenario
+        return [] if scen is None else scen.jobs  # (a compiled reset's workload: a JobTable)
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        self.core, self.jobs, scen, self._scale = start_episode(
-            self.core, 0, self._checked_scenario, self.np_random, self.uncertainty,
-            self.warmup_workloads, self.warmup_scenario, self._make_scenario.num_jobs,
-        )
-        self.current_scenario = scen
-        decision.begin(self.core, self.opts, 0, self._obs, self._mask)
+        drawn = self._compiled_reset() if self._plan is not None else None
+        if drawn is not None:
+            self._workload_seed, self._scale = drawn
+            self._scenario = self._jobs = None
+        else:
+            self.core, self._jobs, self._scenario, self._scale = start_episode(
+                self.core, 0, self._checked_scenario, self.np_random, self.uncertainty,
+                self.warmup_workloads, self.warmup_scenario, self._make_scenario.num_jobs,
+            )
+            self._workload_seed = None
+            decision.begin(self.core, self.opts, 0, self._obs, self._mask)
         self._check_deadlock()
         self._idle_steps = 0
         if self.render_mode is not None:
             from geo_gym.render import ScheduleLog
 
-            self.schedule = ScheduleLog(self.core, 0, self.jobs, scen.cluster.names)
+            self.schedule = ScheduleLog(self.core, 0, self.jobs, self.current_scenario.cluster.names)
             if self.render_mode == "human":
                 self._show()
         return self._obs.copy(), self._info()
+
+    def _compiled_reset(self) -> tuple[int, float] | None:
+        """``compiled_reset.reset`` from ``np_random``'s own state; None: reset through
+        loading (the episode needs it, or ``np_random`` is not numpy's PCG64)."""
+        gen = self.np_random
+        if self._rng_views is None or self._rng_views[0] is not gen:
+            try:
+                self._rng_views = (gen, *rng.state_arrays(gen))
+            except ValueError:
+                return None
+        _, s, b = self._rng_views
+        return compiled_reset.reset(self._plan, self.core, self.opts, 0, s, b, self._obs, self._mask)
 
     def _check_deadlock(self) -> None:
         if self.opts.deadlock[0]:
@@ -405,7 +444,7 @@ class GeoPipeEnv(gym.Env):
             )
 
     def step(self, action):
-        if self.current_scenario is None:
+        if self._scenario is None and self._workload_seed is None:
             raise RuntimeError("call reset() before step()")
         a = _action_index(action, self.action_space.n)
         could_wait = bool(self.opts.wait_ok[0])

@@ -31,6 +31,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache, partial
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -400,6 +401,7 @@ def scenario_factory(
     own) replace the scenario's per-stage overhead and its GPU's effective FLOP/s. Its
     ``num_jobs(seed)`` counts the jobs without drawing the workload where the knobs fix it."""
     make, count = _factory(name, **knobs)
+    draw = cache(partial(_DRAWS[name], **knobs)) if isinstance(name, str) and name in _DRAWS else None
     physics = {}
     if start_rule is not None:
         physics["start_rule"] = StartRule.parse(start_rule)
@@ -416,7 +418,7 @@ def scenario_factory(
     if mfu is not None:
         catalog.A6000.at_mfu(mfu)  # checks the value once, whatever the scenario's GPU
     if not physics and mfu is None:
-        return ScenarioFactory(make, count)
+        return ScenarioFactory(make, count, draw)
     last = [None, None]  # the last cluster seen and its MFU-adjusted copy (one per scenario, mostly)
 
     def with_physics(seed: int) -> Scenario:
@@ -431,7 +433,51 @@ def scenario_factory(
         # most callers name the scenario's own rule: no copy of the scenario per episode then
         return replace(scen, **changes) if changes else scen
 
-    return ScenarioFactory(with_physics, count)  # physics moves no job: the same count
+    return ScenarioFactory(with_physics, count, draw)  # physics moves no job: the same jobs
+
+
+# WorkloadDraw.kind
+DRAW_PAPER = 0  # paper-default, geo-wan: Table III's models cycled, datasets drawn (_paper_picks)
+DRAW_RECURRING = 1  # recurring: templates, Poisson arrivals, recurring fates (_recurring_jobs)
+
+
+class WorkloadDraw(NamedTuple):
+    """A built-in scenario's workload as compiled code draws it from a seed, with the very
+    numbers of the scenario function (``geo_gym.compiled_reset``): which draw, the job count
+    and the scenario's constants. The cluster and physics are the same for every seed."""
+
+    kind: int
+    num_jobs: int
+    mean_interarrival: float  # recurring: seconds between arrivals
+    models: np.ndarray  # paper: each job's model; recurring: each template's
+    datasets: np.ndarray  # recurring: each template's dataset (paper: empty)
+    epochs: np.ndarray  # paper: each job's; recurring: each template's
+    p_early: np.ndarray  # recurring: each template's early-end probability (paper: empty)
+    end: np.ndarray  # recurring: each template's typical end point (paper: empty)
+
+
+def _paper_draw(num_jobs: int = 8, **_) -> WorkloadDraw:
+    n = _check_num_jobs(num_jobs)
+    empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
+    return WorkloadDraw(DRAW_PAPER, n, 0.0, _cycled_models(n), empty_i,
+                        constant(n, float(catalog.DEFAULT_EPOCHS)), empty_f, empty_f)
+
+
+def _recurring_draw(num_jobs: int = 60, num_users: int = 6, templates_per_user: int = 3,
+                    mean_interarrival: float = 1800.0, early_end_rate: float = 0.45,
+                    population_seed: int = 0, **_) -> WorkloadDraw:
+    probe = recurring(0, num_jobs, num_users, templates_per_user, mean_interarrival, early_end_rate,
+                      population_seed)  # the scenario's own checks of every knob
+    t_model, t_data, t_epochs, t_p_early, t_end = _templates(
+        population_seed, num_users * templates_per_user, float(early_end_rate)
+    )
+    return WorkloadDraw(DRAW_RECURRING, len(probe.jobs), float(mean_interarrival), t_model, t_data, t_epochs,
+                        t_p_early, t_end)
+
+
+# The scenarios whose workload compiled code draws (the other knobs: the cluster's, the same
+# for every seed)
+_DRAWS = {"paper-default": _paper_draw, "geo-wan": _paper_draw, "recurring": _recurring_draw}
 
 
 @dataclass(frozen=True)
@@ -445,6 +491,9 @@ class ScenarioFactory:
     make: Callable[[int], Scenario]
     # seed -> the job count, without drawing the workload; None: only the workload knows it
     count: Callable[[int], int] | None = None
+    # () -> the WorkloadDraw of a built-in scenario whose workload is drawn in compiled code
+    # (geo_gym.compiled_reset); None: the others
+    draw: Callable[[], WorkloadDraw] | None = None
 
     def __call__(self, seed: int) -> Scenario:
         return self.make(seed)

@@ -1,0 +1,183 @@
+"""An episode's reset in one compiled call: the workload's seed and draw, the warm-up
+workloads' seeds and fates, the episode's fates, the profile columns, the load and the first
+decision.
+
+``loading.start_episode`` does the same in Python around compiled pieces; its numbers and
+these are the same, bit for bit (the generator's stream included: ``geo_gym.rng`` is numpy's
+PCG64 in compiled code, advancing the env's own ``np_random``), which
+tests/test_compiled_reset.py checks field by field of the core. It applies where every
+number an episode draws is one of those: a built-in scenario whose workload compiled code
+draws (``scenarios.WorkloadDraw``: paper-default, geo-wan, recurring) and an uncertainty
+configuration that draws nothing else (``draws.reads_draws`` False: no noisy predictor, no
+failures, handler or tracker noise) and predicts statically (oracle or user estimate: the
+retrieval predictor reads the workload's metadata). Any other setting, and an episode that
+``loading`` would refuse (``reset`` returns None, the generator put back), resets through
+``loading``, which raises the error that names the job.
+
+The episode's ``Scenario`` is not built: ``reset`` returns the workload's seed, from which
+``scenario_factory``'s function builds it when the env is asked for it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from geo_gym import catalog, decision, rng, sim
+from geo_gym.loading import _apply_fates, _derived
+from geo_gym.scenarios import DRAW_PAPER, Scenario, ScenarioFactory, _paper_picks, _recurring_jobs
+from geo_gym.state import SECONDS_PER_HOUR
+from geo_gym.uncertainty import UncertaintyConfig, draws
+from geo_gym.uncertainty.predictors import OraclePredictor, UserEstimatePredictor
+from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
+from geo_gym.workload import END_UNKNOWN, MAX_SUBMIT_S, _catalog_table, constant
+
+_SEED_HIGH = 2**31 - 1  # loading.draw_workload_seed's bound
+
+
+class Plan(NamedTuple):
+    """Everything of an env's episodes that does not change between them, as ``_reset``
+    takes it: the workload draw's constants, the catalog's per-model profile, the cluster and
+    settings, the neutral drawn columns."""
+
+    draw: tuple  # scenarios.WorkloadDraw's fields
+    n_datasets: int
+    warmups: int
+    early_end_rate: float
+    predict_user: bool  # the user-estimate predictor (False: the oracle)
+    catalog: tuple  # workload._catalog_table: per model and per dataset
+    cluster: tuple  # cap, price, bandwidth, the load's scalars, the fills
+    end_kind: np.ndarray
+    drawn: tuple  # draws.neutral_columns
+
+
+def plan(
+    factory, probe: Scenario, unc: UncertaintyConfig, warmup_workloads: int, core, warmup_scenario=None
+) -> tuple[Plan | None, object]:
+    """(the ``Plan`` of an env's episodes, or None where they reset through ``loading``; the
+    core, sized for them). ``probe``: a workload of the factory (its cluster and physics are
+    every seed's)."""
+    draw = factory.draw() if isinstance(factory, ScenarioFactory) and factory.draw is not None else None
+    derived = _derived(unc)
+    if draw is None or warmup_scenario is not None or derived.retrieval or derived.random:
+        return None, core
+    if type(derived.predictor) not in (OraclePredictor, UserEstimatePredictor):
+        return None, core  # (a subclass may predict otherwise)
+    cl = probe.cluster
+    table = _catalog_table(cl.gpu, probe.stage_overhead, cl.intra_region_gbps, probe.memory_model, probe.start_rule)
+    min_g = table[6][draw.models]
+    if (min_g == 0).any() or min_g.max(initial=0) > cl.total_gpus:
+        return None, core  # a model that cannot run: loading names the job when one is drawn
+    n = draw.num_jobs
+    core = sim.ensure(core, n, **derived.sizes)
+    scalars = sim.episode_scalars(derived.settings, sim.ClusterColumns(
+        cl.capacities, cl.prices, cl.bandwidth, float(cl.intra_region_gbps), float(cl.gpu.power_kw),
+        float(probe.stage_overhead)))
+    return Plan(
+        tuple(draw), len(catalog.PAPER_DATASETS), int(warmup_workloads), float(unc.early_end_rate),
+        isinstance(derived.predictor, UserEstimatePredictor), table,
+        (np.ascontiguousarray(cl.capacities, np.int64), np.ascontiguousarray(cl.prices, np.float64),
+         np.ascontiguousarray(cl.bandwidth, np.float64), scalars, sim._FILLS),
+        constant(n, END_UNKNOWN), tuple(draws.neutral_columns(unc, n, sim._sizes(core)["A"])),
+    ), core
+
+
+def reset(p: Plan, core, opts, e: int, s: np.ndarray, b: np.ndarray, obs, mask) -> tuple[int, float] | None:
+    """Draw and load env e's next episode from generator state (s, b) (``rng.state_arrays``
+    of its ``np_random``) and bring it to its first decision; (the workload's seed, the reward
+    scale), or None (nothing changed) when ``loading`` must load it."""
+    seed, scale = _reset(core, opts, e, obs, mask, s, b, *p.draw, p.n_datasets, p.warmups, p.early_end_rate,
+                         p.predict_user, *p.catalog, *p.cluster, p.end_kind, *p.drawn)
+    return None if seed < 0 else (int(seed), float(scale))
+
+
+@numba.njit(cache=True)
+def _numpy_sum(x):
+    """``x.sum()`` as numpy adds float64: pairwise, eight running sums within blocks of 128."""
+    n = x.shape[0]
+    if n < 8:
+        total = 0.0
+        for i in range(n):
+            total += x[i]
+        return total
+    if n <= 128:
+        r = x[:8].copy()
+        i = 8
+        while i < n - n % 8:
+            for j in range(8):
+                r[j] += x[i + j]
+            i += 8
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        while i < n:
+            total += x[i]
+            i += 1
+        return total
+    half = n // 2
+    half -= half % 8
+    return _numpy_sum(x[:half]) + _numpy_sum(x[half:])
+
+
+@numba.njit(cache=True)
+def _reset(
+    c, o, e, obs, mask, s, b,
+    kind, n, mean_interarrival, models, datasets, epochs, p_early, t_end, n_datasets,
+    warmups, early_end_rate, predict_user,
+    work, mb, act, t1, target, tk, min_g, b_ref, batch, samples,
+    cap, price, bandwidth, scalars, fills, end_kind,
+    failure_draws, repair_h, handler_u, end_kind_u, tracker_sees, tracker_frac_noise, tracker_step_noise,
+):
+    saved_s, saved_b = s.copy(), b.copy()
+    beta_a, beta_b = FATE_FRACTION_BETA
+    # loading.start_episode's order: the workload's seed, each warm-up workload's seed and
+    # fates (drawn though nothing reads them, so that the stream is the same), the fates
+    seed = rng.bounded(s, b, 0, _SEED_HIGH)
+    for _ in range(warmups):
+        rng.bounded(s, b, 0, _SEED_HIGH)
+        for i in range(n):
+            rng.next_double(s)
+        for i in range(n):
+            rng.beta(s, beta_a, beta_b)
+    ws, wb = rng.seeded(seed)
+    model = np.empty(n, np.int64)
+    dataset = np.empty(n, np.int64)
+    ep = np.empty(n)
+    if kind == DRAW_PAPER:
+        dataset[:] = _paper_picks(ws, wb, n, n_datasets)
+        model[:] = models
+        ep[:] = epochs
+        submit = np.zeros(n)
+        given = np.full(n, np.nan)
+    else:
+        submit, tmpl, given, jittered = _recurring_jobs(ws, wb, n, mean_interarrival, p_early, t_end, epochs)
+        for i in range(n):
+            model[i], dataset[i], ep[i] = models[tmpl[i]], datasets[tmpl[i]], jittered[i]
+    u = np.empty(n)
+    frac = np.empty(n)
+    for i in range(n):
+        u[i] = rng.next_double(s)
+    for i in range(n):
+        frac[i] = rng.beta(s, beta_a, beta_b)
+    # workload.profile_columns of a JobTable, the same operations in the same order
+    full, t1_j, tk_j, ideal = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    for i in range(n):
+        m = model[i]
+        full[i] = np.ceil(ep[i] * samples[dataset[i]] / batch[m])
+        t1_j[i] = full[i] * t1[m] / full[i]
+        tk_j[i] = full[i] * tk[m] / full[i]
+        ideal[i] = full[i] * tk_j[i]
+    last, shortest = submit[n - 1], ideal.min()
+    if not (last <= MAX_SUBMIT_S and shortest > 0 and last + shortest != last):
+        s[:], b[:] = saved_s, saved_b  # loading's _check_time_resolution decides (and names the job)
+        return -1, 0.0
+    iters = _apply_fates(u, frac, given, np.ones(n, np.bool_), full, early_end_rate)
+    pred = np.maximum(full if predict_user else iters, sim.MIN_PRED_ITERS)
+    sim.write_episode(
+        c, e, cap, price, bandwidth, scalars, fills,
+        submit, work[model], mb[model], full, iters, end_kind, act[model], target[model], min_g[model],
+        b_ref[model], t1_j, tk_j, pred,
+        failure_draws, repair_h, handler_u, end_kind_u, tracker_sees, tracker_frac_noise, tracker_step_noise,
+    )
+    decision.begin(c, o, e, obs, mask)
+    return seed, _numpy_sum(ideal) / SECONDS_PER_HOUR
