@@ -84,12 +84,25 @@ def plan(
     ), core
 
 
-def reset(p: Plan, core, opts, e: int, s: np.ndarray, b: np.ndarray, obs, mask) -> tuple[int, float] | None:
-    """Draw and load env e's next episode from generator state (s, b) (``rng.state_arrays``
-    of its ``np_random``) and bring it to its first decision; (the workload's seed, the reward
-    scale), or None (nothing changed) when ``loading`` must load it."""
-    seed, scale = _reset(core, opts, e, obs, mask, s, b, *p.draw, p.n_datasets, p.warmups, p.early_end_rate,
-                         p.predict_user, *p.catalog, *p.cluster, p.end_kind, *p.drawn)
+def views(held: tuple | None, generator: np.random.Generator) -> tuple | None:
+    """(generator, its ``rng.state_arrays``): ``held`` if it is that generator's already (an
+    env keeps them between resets), None for a generator that is not numpy's PCG64."""
+    if held is not None and held[0] is generator:
+        return held
+    try:
+        return (generator, *rng.state_arrays(generator))
+    except ValueError:
+        return None
+
+
+def reset(p: Plan, core, opts, e: int, held: tuple | None, obs, mask) -> tuple[int, float] | None:
+    """Draw and load env e's next episode from the generator of ``held`` (``views``: env e's
+    generator, which it advances) and bring it to its first decision; (the workload's seed,
+    the reward scale), or None (nothing changed) when ``loading`` must load it."""
+    if held is None:
+        return None
+    seed, scale = _reset(core, opts, e, obs, mask, held[1], held[2], *p.draw, p.n_datasets, p.warmups,
+                         p.early_end_rate, p.predict_user, *p.catalog, *p.cluster, p.end_kind, *p.drawn)
     return None if seed < 0 else (int(seed), float(scale))
 
 

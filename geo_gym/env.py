@@ -107,7 +107,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from geo_gym import compiled_reset, decision, rng, sim
+from geo_gym import compiled_reset, decision, sim
 from geo_gym.loading import start_episode
 from geo_gym.placement import ALL_RULE_NAMES, NUM_RULES, rule_set
 from geo_gym.scenarios import Scenario, scenario_factory
@@ -426,14 +426,8 @@ class GeoPipeEnv(gym.Env):
     def _compiled_reset(self) -> tuple[int, float] | None:
         """``compiled_reset.reset`` from ``np_random``'s own state; None: reset through
         loading (the episode needs it, or ``np_random`` is not numpy's PCG64)."""
-        gen = self.np_random
-        if self._rng_views is None or self._rng_views[0] is not gen:
-            try:
-                self._rng_views = (gen, *rng.state_arrays(gen))
-            except ValueError:
-                return None
-        _, s, b = self._rng_views
-        return compiled_reset.reset(self._plan, self.core, self.opts, 0, s, b, self._obs, self._mask)
+        self._rng_views = compiled_reset.views(self._rng_views, self.np_random)
+        return compiled_reset.reset(self._plan, self.core, self.opts, 0, self._rng_views, self._obs, self._mask)
 
     def _check_deadlock(self) -> None:
         if self.opts.deadlock[0]:

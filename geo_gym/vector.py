@@ -42,7 +42,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from geo_gym import decision, sim
+from geo_gym import compiled_reset, decision, sim
 from geo_gym.env import GeoPipeEnv, episode_records
 from geo_gym.loading import required_sizes, start_episode
 from geo_gym.state import SECONDS_PER_HOUR
@@ -195,16 +195,54 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self._every = np.ones(self.num_envs, np.bool_)  # every env steps (never handed out)
         self._scale = np.ones(self.num_envs)
         self._rngs: list[np.random.Generator] = [seeding.np_random(None)[0] for _ in range(num_envs)]
-        self.jobs: list[list] = [[] for _ in range(num_envs)]
-        self.scenarios: list = [None] * num_envs
+        # each env's workload: its Scenario and jobs, or (compiled resets) the seed that builds them
+        self._scenarios: list = [None] * num_envs
+        self._jobs: list = [None] * num_envs
+        self._workload_seeds: list = [None] * num_envs
+        t = self._template
+        self._plan, self.core = compiled_reset.plan(
+            t._make_scenario, t._make_scenario(0), t.uncertainty, t.warmup_workloads, self.core, t.warmup_scenario
+        )
+        self._rng_views: list = [None] * num_envs  # (each env's generator, its rng.state_arrays)
+
+    @property
+    def scenarios(self) -> list:
+        """Each env's current workload (None before its first reset)."""
+        return [self._scenario(e) for e in range(self.num_envs)]
+
+    @property
+    def jobs(self) -> list:
+        """Each env's jobs in core index order."""
+        return [self._episode_jobs(e) for e in range(self.num_envs)]
+
+    def _scenario(self, e: int):
+        if self._scenarios[e] is None and self._workload_seeds[e] is not None:
+            self._scenarios[e] = self._template._make_scenario(self._workload_seeds[e])
+        return self._scenarios[e]
+
+    def _episode_jobs(self, e: int):
+        if self._jobs[e] is not None:
+            return self._jobs[e]
+        scen = self._scenario(e)
+        return [] if scen is None else scen.jobs  # (a compiled reset's workload: a JobTable)
 
     def _load(self, e: int) -> None:
         t = self._template
-        self.core, self.jobs[e], self.scenarios[e], self._scale[e] = start_episode(
-            self.core, e, t._checked_scenario, self._rngs[e], t.uncertainty, t.warmup_workloads,
-            t.warmup_scenario, t._make_scenario.num_jobs,
-        )
-        decision.begin(self.core, self.opts, e, self._obs[e], self._masks[e])
+        drawn = None
+        if self._plan is not None:
+            self._rng_views[e] = compiled_reset.views(self._rng_views[e], self._rngs[e])
+            drawn = compiled_reset.reset(self._plan, self.core, self.opts, e, self._rng_views[e], self._obs[e],
+                                         self._masks[e])
+        if drawn is not None:
+            self._workload_seeds[e], self._scale[e] = drawn
+            self._scenarios[e] = self._jobs[e] = None
+        else:
+            self.core, self._jobs[e], self._scenarios[e], self._scale[e] = start_episode(
+                self.core, e, t._checked_scenario, self._rngs[e], t.uncertainty, t.warmup_workloads,
+                t.warmup_scenario, t._make_scenario.num_jobs,
+            )
+            self._workload_seeds[e] = None
+            decision.begin(self.core, self.opts, e, self._obs[e], self._masks[e])
         self._check_deadlock(e)
         self._idle_steps[e] = 0
         self._episode_steps[e] = 0
@@ -213,7 +251,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
 
     def _check_deadlock(self, e: int) -> None:
         if self.opts.deadlock[e]:
-            stuck = [self.jobs[e][j].name for j in self.core.pending[e, : self.core.n_pending[e]]]
+            stuck = [self._episode_jobs(e)[j].name for j in self.core.pending[e, : self.core.n_pending[e]]]
             raise RuntimeError(f"env {e}: no rule can ever place pending jobs {stuck}")
 
     def _state_info(self) -> dict[str, np.ndarray]:
@@ -234,7 +272,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         if self.job_records:
             summary["jobs"] = np.full(self.num_envs, None, dtype=object)
             for e in np.flatnonzero(summarized):
-                summary["jobs"][e] = episode_records(self.core, e, self.jobs[e], self.scenarios[e].cluster.names)
+                summary["jobs"][e] = episode_records(self.core, e, self._episode_jobs(e), self._scenario(e).cluster.names)
         info: dict[str, Any] = {}
         if summarized.any():
             _add(info, summary, summarized)
@@ -265,7 +303,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         return self._obs.copy(), infos
 
     def step(self, actions):
-        if self.scenarios[0] is None:
+        if self._scenarios[0] is None and self._workload_seeds[0] is None:
             raise RuntimeError("call reset() before step()")
         actions = _actions(actions, self.num_envs, self.single_action_space.n)
         resetting = None  # NEXT_STEP: the envs whose episode ended at the last step reset now
