@@ -10,8 +10,8 @@ ratios. More columns explain the native numbers: its time per env step (``us_per
 that of its compiled step alone (``compiled_us_per_step``: ``decision.step_batch``, timed
 around each call) and their ratio (``step_over_compiled``: what resets and the Python around
 each batched step add), the mean episode length in steps, and the time to draw and load one
-new episode (a reset of the native env divided by N), which every episode pays once in
-Python, on one thread. Below the table: ``GeoPipeEnv.reset()`` of the single env (no seed, as
+new episode (an unseeded reset of the native env divided by N), which every episode pays
+once, on one thread. Below the table: ``GeoPipeEnv.reset()`` of the single env (no seed, as
 every episode after the first; best of 5 runs of 1,000 resets). Both vector envs run in the same
 ``--autoreset-mode`` (gymnasium's ``AutoresetMode``; default SameStep, the mode of the numbers in
 docs/performance.md).
@@ -98,11 +98,13 @@ def measure(env, seconds: float, timed: Timed | None = None) -> tuple[float, flo
 
 
 def reset_us(env, repeats: int = 5) -> float:
-    """Microseconds to draw and load one episode (best of ``repeats`` full resets)."""
+    """Microseconds to draw and load one episode (best of ``repeats`` full resets without a
+    seed, as every episode after the first: a seed builds each env a new generator)."""
+    env.reset(seed=0)
     best = np.inf
-    for i in range(repeats):
+    for _ in range(repeats):
         start = time.perf_counter()
-        env.reset(seed=i)
+        env.reset()
         best = min(best, time.perf_counter() - start)
     return best / env.num_envs * 1e6
 
