@@ -106,6 +106,39 @@ def reset(p: Plan, core, opts, e: int, held: tuple | None, obs, mask) -> tuple[i
     return None if seed < 0 else (int(seed), float(scale))
 
 
+def reset_many(p: Plan, core, opts, envs: np.ndarray, states: np.ndarray, bufs: np.ndarray, obs, masks,
+               seeds: np.ndarray, scales: np.ndarray) -> None:
+    """``reset`` of each env in ``envs`` (int64), in one call: env e draws from row e of
+    ``states`` and ``bufs`` (a vector env's generators, (N, 4) and (N, 2), as
+    ``rng.state_arrays``). ``seeds[k]``/``scales[k]`` get env ``envs[k]``'s workload seed and
+    reward scale; a seed of -1: nothing changed, ``loading`` must load that env."""
+    _reset_many(core, opts, envs, states, bufs, obs, masks, seeds, scales, *p.draw, p.n_datasets, p.warmups,
+                p.early_end_rate, p.predict_user, *p.catalog, *p.cluster, p.end_kind, *p.drawn)
+
+
+def generator(s: np.ndarray, b: np.ndarray) -> np.random.Generator:
+    """A numpy Generator in state (s, b) (for ``loading``, where a compiled reset cannot load)."""
+    gen = np.random.Generator(np.random.PCG64())
+    _, gen_s, gen_b = views(None, gen)
+    gen_s[:], gen_b[:] = s, b
+    return gen
+
+
+def store(gen: np.random.Generator, s: np.ndarray, b: np.ndarray) -> None:
+    """Copy numpy Generator ``gen``'s PCG64 state into (s, b)."""
+    held = views(None, gen)
+    if held is None:
+        raise ValueError(f"a compiled reset needs numpy's PCG64 generator, got {type(gen.bit_generator).__name__}")
+    s[:], b[:] = held[1], held[2]
+
+
+@numba.njit(cache=True)
+def _reset_many(c, o, envs, states, bufs, obs, masks, seeds, scales, *plan):
+    for k in range(envs.shape[0]):
+        e = envs[k]
+        seeds[k], scales[k] = _reset(c, o, e, obs[e], masks[e], states[e], bufs[e], *plan)
+
+
 @numba.njit(cache=True)
 def _numpy_sum(x):
     """``x.sum()`` as numpy adds float64: pairwise, eight running sums within blocks of 128."""

@@ -100,7 +100,7 @@ def _add(infos: dict, values: dict[str, np.ndarray], mask: np.ndarray | None) ->
         return
     for key, value in values.items():
         where = mask.reshape(mask.shape + (1,) * (value.ndim - 1))
-        blank = np.full_like(value, None) if value.dtype == object else np.zeros_like(value)
+        blank = None if value.dtype == object else value.dtype.type(0)  # a scalar of value's dtype
         infos[key] = np.where(where, value, blank)
         infos[f"_{key}"] = mask.copy()
 
@@ -196,14 +196,21 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self._scale = np.ones(self.num_envs)
         self._rngs: list[np.random.Generator] = [seeding.np_random(None)[0] for _ in range(num_envs)]
         # each env's workload: its Scenario and jobs, or (compiled resets) the seed that builds them
-        self._scenarios: list = [None] * num_envs
-        self._jobs: list = [None] * num_envs
-        self._workload_seeds: list = [None] * num_envs
+        self._scenarios = np.full(num_envs, None, dtype=object)
+        self._jobs = np.full(num_envs, None, dtype=object)
+        self._workload_seeds = np.full(num_envs, -1, np.int64)  # -1: none (loaded through loading)
         t = self._template
         self._plan, self.core = compiled_reset.plan(
             t._make_scenario, t._make_scenario(0), t.uncertainty, t.warmup_workloads, self.core, t.warmup_scenario
         )
-        self._rng_views: list = [None] * num_envs  # (each env's generator, its rng.state_arrays)
+        # Under compiled resets each env's generator state lives here (rng.state_arrays' layout,
+        # one row an env), so that one compiled call resets every env that needs it; _rngs
+        # then only seed them.
+        self._states = np.zeros((num_envs, 4), np.uint64)
+        self._bufs = np.zeros((num_envs, 2), np.uint32)
+        if self._plan is not None:
+            for e in range(num_envs):
+                compiled_reset.store(self._rngs[e], self._states[e], self._bufs[e])
 
     @property
     def scenarios(self) -> list:
@@ -216,8 +223,8 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         return [self._episode_jobs(e) for e in range(self.num_envs)]
 
     def _scenario(self, e: int):
-        if self._scenarios[e] is None and self._workload_seeds[e] is not None:
-            self._scenarios[e] = self._template._make_scenario(self._workload_seeds[e])
+        if self._scenarios[e] is None and self._workload_seeds[e] >= 0:
+            self._scenarios[e] = self._template._make_scenario(int(self._workload_seeds[e]))
         return self._scenarios[e]
 
     def _episode_jobs(self, e: int):
@@ -226,28 +233,39 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         scen = self._scenario(e)
         return [] if scen is None else scen.jobs  # (a compiled reset's workload: a JobTable)
 
-    def _load(self, e: int) -> None:
-        t = self._template
-        drawn = None
+    def _load(self, envs: np.ndarray) -> None:
+        """Start the next episode of each env in ``envs`` (int64): one compiled call for all
+        where ``compiled_reset`` applies, ``loading`` for the others."""
+        through_loading = envs
         if self._plan is not None:
-            self._rng_views[e] = compiled_reset.views(self._rng_views[e], self._rngs[e])
-            drawn = compiled_reset.reset(self._plan, self.core, self.opts, e, self._rng_views[e], self._obs[e],
-                                         self._masks[e])
-        if drawn is not None:
-            self._workload_seeds[e], self._scale[e] = drawn
-            self._scenarios[e] = self._jobs[e] = None
-        else:
-            self.core, self._jobs[e], self._scenarios[e], self._scale[e] = start_episode(
-                self.core, e, t._checked_scenario, self._rngs[e], t.uncertainty, t.warmup_workloads,
-                t.warmup_scenario, t._make_scenario.num_jobs,
-            )
-            self._workload_seeds[e] = None
-            decision.begin(self.core, self.opts, e, self._obs[e], self._masks[e])
-        self._check_deadlock(e)
-        self._idle_steps[e] = 0
-        self._episode_steps[e] = 0
-        self._ended[e] = False
+            seeds, scales = np.empty(envs.shape[0], np.int64), np.empty(envs.shape[0])
+            compiled_reset.reset_many(self._plan, self.core, self.opts, envs, self._states, self._bufs,
+                                      self._obs, self._masks, seeds, scales)
+            self._workload_seeds[envs] = seeds
+            self._scale[envs] = scales
+            self._scenarios[envs] = None
+            self._jobs[envs] = None
+            through_loading = envs[seeds < 0]
+        for e in through_loading.tolist():
+            self._load_through_loading(e)
+        self._idle_steps[envs] = 0
+        self._episode_steps[envs] = 0
+        self._ended[envs] = False
         self._any_ended = bool(self._ended.any())
+        for e in envs[self.opts.deadlock[envs]].tolist():
+            self._check_deadlock(e)
+
+    def _load_through_loading(self, e: int) -> None:
+        t = self._template
+        gen = self._rngs[e] if self._plan is None else compiled_reset.generator(self._states[e], self._bufs[e])
+        self.core, self._jobs[e], self._scenarios[e], self._scale[e] = start_episode(
+            self.core, e, t._checked_scenario, gen, t.uncertainty, t.warmup_workloads,
+            t.warmup_scenario, t._make_scenario.num_jobs,
+        )
+        self._workload_seeds[e] = -1
+        if self._plan is not None:
+            compiled_reset.store(gen, self._states[e], self._bufs[e])
+        decision.begin(self.core, self.opts, e, self._obs[e], self._masks[e])
 
     def _check_deadlock(self, e: int) -> None:
         if self.opts.deadlock[e]:
@@ -263,19 +281,20 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         ``jobs``) of the envs in ``summarized`` (terminated or idle-truncated), and
         ``truncated_idle`` of those in ``idle``."""
         values = np.zeros((self.num_envs, len(SUMMARY_KEYS)))  # rows C-contiguous, as the env's
-        for e in np.flatnonzero(summarized):
-            decision.summary_values(self.core, e, values[e])
+        decision.summary_rows(self.core, np.flatnonzero(summarized), values)
         summary = dict(zip(SUMMARY_KEYS, values.T.copy(), strict=True))
         for key in decision.SUMMARY_COUNTS:  # ints in the single env's info
             summary[key] = summary[key].astype(np.int64)
-        summary["reward_scale"] = self._scale
         if self.job_records:
             summary["jobs"] = np.full(self.num_envs, None, dtype=object)
             for e in np.flatnonzero(summarized):
                 summary["jobs"][e] = episode_records(self.core, e, self._episode_jobs(e), self._scenario(e).cluster.names)
         info: dict[str, Any] = {}
         if summarized.any():
-            _add(info, summary, summarized)
+            for key, value in summary.items():  # fresh, and zero (None) in the other envs' rows: as _add writes
+                info[key] = value
+                info[f"_{key}"] = summarized.copy()
+            _add(info, {"reward_scale": self._scale}, summarized)
         if idle.any():
             _add(info, {"truncated_idle": idle}, idle)
         return info
@@ -293,17 +312,19 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             seeds = list(seed)
         if len(seeds) != self.num_envs:
             raise ValueError(f"got {len(seeds)} seeds for {self.num_envs} envs")
-        envs = range(self.num_envs) if mask is None else np.flatnonzero(mask)
-        for e in envs:
+        envs = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
+        for e in envs.tolist():
             if seeds[e] is not None:
                 self._rngs[e] = seeding.np_random(seeds[e])[0]
-            self._load(int(e))
+                if self._plan is not None:
+                    compiled_reset.store(self._rngs[e], self._states[e], self._bufs[e])
+        self._load(envs)
         infos: dict[str, Any] = {}
         _add(infos, self._state_info(), mask)
         return self._obs.copy(), infos
 
     def step(self, actions):
-        if self._scenarios[0] is None and self._workload_seeds[0] is None:
+        if self._scenarios[0] is None and self._workload_seeds[0] < 0:
             raise RuntimeError("call reset() before step()")
         actions = _actions(actions, self.num_envs, self.single_action_space.n)
         resetting = None  # NEXT_STEP: the envs whose episode ended at the last step reset now
@@ -314,8 +335,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
                     f"envs {np.flatnonzero(resetting).tolist()} ended their episode and autoreset_mode "
                     "is DISABLED: reset them first, e.g. reset(options={'reset_mask': terminated | truncated})"
                 )
-            for e in np.flatnonzero(resetting):
-                self._load(int(e))
+            self._load(np.flatnonzero(resetting))
         stepping = self._every if resetting is None else ~resetting
         could_wait = self.opts.wait_ok.copy()
         self._step_batch(
@@ -356,9 +376,10 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
                 _add(final_info, {**self._state_info(), **step_info}, ended)
                 final_info.update(self._end_info(terminated | idle_truncated, idle_truncated))
                 final_obs = np.full(self.num_envs, None, dtype=object)
-                for e in np.flatnonzero(ended):
+                finished = np.flatnonzero(ended)
+                for e in finished.tolist():
                     final_obs[e] = self._obs[e].copy()
-                    self._load(int(e))
+                self._load(finished)
                 infos.update(final_obs=final_obs, _final_obs=ended.copy(), final_info=final_info,
                              _final_info=ended.copy())
                 _add(infos, step_info, ~ended)  # the finished episodes' are in final_info
