@@ -60,7 +60,10 @@ neither the hidden fates nor a predictor. Hence an episode's return is exactly
 
 ## Starting State
 Empty cluster at t = 0; the workload is drawn from the scenario with a seed from
-``self.np_random`` (so ``reset(seed=s)`` fixes it); jobs submitted at t = 0 are queued.
+``self.np_random`` (so ``reset(seed=s)`` fixes it); jobs submitted at t = 0 are queued. On the
+built-in scenarios without per-episode uncertainty draws the whole reset is one compiled call
+(``geo_gym.compiled_reset``, the same numbers), and ``current_scenario`` is built from the
+workload's seed when read.
 
 ## Episode End
 Terminated when every job has ended. At the end ``info`` holds ``avg_jct_h``, ``total_cost``,

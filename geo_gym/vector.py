@@ -5,8 +5,10 @@ Sub-env i behaves exactly like ``GeoPipeEnv`` reset with seed ``seed + i``: same
 draws, same decisions, same rewards, same infos: step for step the results of gymnasium's
 ``SyncVectorEnv`` over ``GeoPipeEnv`` in the same autoreset mode (tested). The batch shares one
 ``sim.Core`` whose arrays have a leading env axis, and ``decision.step_batch`` loops over the
-envs in numba, so a step costs no Python per env; only episode ends (new workload) go back to
-Python. With ``parallel=True`` the loop runs on numba's threads (``decision.step_batch_parallel``).
+envs in numba, so a step costs no Python per env. The envs whose episode ends reset together:
+in one compiled call where ``geo_gym.compiled_reset`` applies (built-in scenarios without
+per-episode uncertainty draws), through ``loading`` one by one otherwise. With
+``parallel=True`` the step's loop runs on numba's threads (``decision.step_batch_parallel``).
 
 Autoreset (``autoreset_mode``, https://farama.org/Vector-Autoreset-Mode; gymnasium's default,
 ``NEXT_STEP``, unless given): a sub-env's episode ends when it terminates, or is truncated after
@@ -108,7 +110,7 @@ def _add(infos: dict, values: dict[str, np.ndarray], mask: np.ndarray | None) ->
 class GeoPipeVectorEnv(gym.vector.VectorEnv):
     """``num_envs`` GeoPipe simulations; arguments as ``GeoPipeEnv``, plus ``parallel`` (step
     the envs on numba's threads, ``NUMBA_NUM_THREADS`` / ``numba.set_num_threads``: same
-    results, more throughput on a multi-core machine; episode resets stay in Python, serial),
+    results, more throughput on a multi-core machine; episode resets stay serial),
     ``autoreset_mode`` (module docstring), ``max_episode_steps`` (None: no step limit; what
     ``gym.make_vec`` passes for it), ``render_mode`` (None: the native env does not render) and
     ``job_records`` (False here: the per-job records of a finished episode cost about as much
