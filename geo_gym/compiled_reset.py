@@ -84,24 +84,44 @@ def plan(
     ), core
 
 
-def views(held: tuple | None, generator: np.random.Generator) -> tuple | None:
-    """(generator, its ``rng.state_arrays``): ``held`` if it is that generator's already (an
-    env keeps them between resets), None for a generator that is not numpy's PCG64."""
-    if held is not None and held[0] is generator:
+class Views:
+    """A numpy generator and its ``rng.state_arrays``. A copy or pickle of it is None: the
+    copied arrays would not be the copied generator's memory (``views`` makes new ones)."""
+
+    __slots__ = ("generator", "s", "b")
+
+    def __init__(self, generator: np.random.Generator):
+        self.generator = generator
+        self.s, self.b = rng.state_arrays(generator)
+
+    def __copy__(self):
+        return None
+
+    def __deepcopy__(self, memo):
+        return None
+
+    def __reduce__(self):
+        return type(None), ()
+
+
+def views(held: Views | None, generator: np.random.Generator) -> Views | None:
+    """``held`` if it is ``generator``'s already (an env keeps it between resets), else new
+    ``Views``; None for a generator that is not numpy's PCG64."""
+    if held is not None and held.generator is generator:
         return held
     try:
-        return (generator, *rng.state_arrays(generator))
+        return Views(generator)
     except ValueError:
         return None
 
 
-def reset(p: Plan, core, opts, e: int, held: tuple | None, obs, mask) -> tuple[int, float] | None:
+def reset(p: Plan, core, opts, e: int, held: Views | None, obs, mask) -> tuple[int, float] | None:
     """Draw and load env e's next episode from the generator of ``held`` (``views``: env e's
     generator, which it advances) and bring it to its first decision; (the workload's seed,
     the reward scale), or None (nothing changed) when ``loading`` must load it."""
     if held is None:
         return None
-    seed, scale = _reset(core, opts, e, obs, mask, held[1], held[2], *p.draw, p.n_datasets, p.warmups,
+    seed, scale = _reset(core, opts, e, obs, mask, held.s, held.b, *p.draw, p.n_datasets, p.warmups,
                          p.early_end_rate, p.predict_user, *p.catalog, *p.cluster, p.end_kind, *p.drawn)
     return None if seed < 0 else (int(seed), float(scale))
 
@@ -119,17 +139,15 @@ def reset_many(p: Plan, core, opts, envs: np.ndarray, states: np.ndarray, bufs: 
 def generator(s: np.ndarray, b: np.ndarray) -> np.random.Generator:
     """A numpy Generator in state (s, b) (for ``loading``, where a compiled reset cannot load)."""
     gen = np.random.Generator(np.random.PCG64())
-    _, gen_s, gen_b = views(None, gen)
-    gen_s[:], gen_b[:] = s, b
+    held = Views(gen)
+    held.s[:], held.b[:] = s, b
     return gen
 
 
 def store(gen: np.random.Generator, s: np.ndarray, b: np.ndarray) -> None:
     """Copy numpy Generator ``gen``'s PCG64 state into (s, b)."""
-    held = views(None, gen)
-    if held is None:
-        raise ValueError(f"a compiled reset needs numpy's PCG64 generator, got {type(gen.bit_generator).__name__}")
-    s[:], b[:] = held[1], held[2]
+    held = Views(gen)  # (a ValueError for another bit generator)
+    s[:], b[:] = held.s, held.b
 
 
 @numba.njit(cache=True)

@@ -373,7 +373,7 @@ class GeoPipeEnv(gym.Env):
         self._plan, self.core = compiled_reset.plan(
             self._make_scenario, probe, self.uncertainty, self.warmup_workloads, self.core, self.warmup_scenario
         )
-        self._rng_views: tuple | None = None  # (np_random, its rng.state_arrays)
+        self._rng_views: compiled_reset.Views | None = None  # np_random's state, for compiled resets
 
     def _checked_scenario(self, seed: int) -> Scenario:
         scen = self._make_scenario(seed)

@@ -133,3 +133,17 @@ def test_numpy_sum_adds_as_numpy_does():
     x = np.random.default_rng(3).random(3000) * 1e6
     for n in [*range(300), 511, 512, 1000, 1031, 2999]:
         assert compiled_reset._numpy_sum(x[:n].copy()) == x[:n].sum()
+
+
+def test_a_copied_env_resets_from_its_own_generator():
+    import copy
+
+    env = GeoPipeEnv("paper-default")
+    env.reset(seed=2)
+    twin = copy.deepcopy(env)
+    assert twin._rng_views is None  # a copy of the views would not be the copy's generator's memory
+    for _ in range(3):
+        obs, _ = env.reset()
+        obs_twin, _ = twin.reset()
+        assert np.array_equal(obs, obs_twin)
+        assert env.np_random.bit_generator.state == twin.np_random.bit_generator.state
