@@ -20,10 +20,10 @@ The episode's ``Scenario`` is not built: ``reset`` returns the workload's seed, 
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numba
 import numpy as np
+from numba import types
+from numba.experimental import structref
 
 from geo_gym import catalog, decision, rng, sim
 from geo_gym.loading import _apply_fates, _derived
@@ -37,20 +37,60 @@ from geo_gym.workload import END_UNKNOWN, MAX_SUBMIT_S, _catalog_table, constant
 _SEED_HIGH = 2**31 - 1  # loading.draw_workload_seed's bound
 
 
-class Plan(NamedTuple):
-    """Everything of an env's episodes that does not change between them, as ``_reset``
-    takes it: the workload draw's constants, the catalog's per-model profile, the cluster and
-    settings, the neutral drawn columns."""
+# A Plan's fields, in _new_plan's order: the workload draw's (scenarios.WorkloadDraw's), then
+# the catalog's per-model profile (workload._catalog_table), the cluster and settings, the
+# neutral drawn columns (draws.neutral_columns).
+PLAN_FIELDS = (
+    "kind", "num_jobs", "mean_interarrival", "models", "datasets", "epochs", "p_early", "end",
+    "n_datasets", "warmups", "early_end_rate", "predict_user",
+    "work", "mb", "act", "t1", "target", "tk", "min_g", "b_ref", "batch", "samples",
+    "cap", "price", "bandwidth", "scalars", "fills", "end_kind",
+    "failure_draws", "repair_h", "handler_u", "end_kind_u", "tracker_sees", "tracker_frac_noise",
+    "tracker_step_noise",
+)
 
-    draw: tuple  # scenarios.WorkloadDraw's fields
-    n_datasets: int
-    warmups: int
-    early_end_rate: float
-    predict_user: bool  # the user-estimate predictor (False: the oracle)
-    catalog: tuple  # workload._catalog_table: per model and per dataset
-    cluster: tuple  # cap, price, bandwidth, the load's scalars, the fills
-    end_kind: np.ndarray
-    drawn: tuple  # draws.neutral_columns
+
+@structref.register
+class PlanType(types.StructRef):
+    """numba's type of a Plan: one reference to its fields (passing them one by one cost
+    numba's dispatcher about 8 us a reset)."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+class Plan(structref.StructRefProxy):
+    """Everything of an env's episodes that does not change between them (``PLAN_FIELDS``):
+    the workload draw's constants, the catalog's per-model profile, the cluster and settings,
+    the neutral drawn columns. Arrays read-only, so that every plan has one numba type."""
+
+    def __reduce__(self):  # pickle: rebuilt from its fields (numba's struct cannot be pickled)
+        return _make_plan, (self.__dict__["fields"],)
+
+    def __deepcopy__(self, memo):
+        return self  # immutable: a copied env shares it
+
+
+structref.define_constructor(Plan, PlanType, PLAN_FIELDS)
+structref.define_boxing(PlanType, Plan)
+
+
+@numba.njit(cache=True)
+def _new_plan(*fields):
+    """``Plan(*fields)``, compiled once and cached on disk (see ``sim._new_core``)."""
+    return Plan(*fields)
+
+
+def _make_plan(fields: tuple) -> Plan:
+    p = _new_plan(*fields)
+    p.__dict__["fields"] = fields
+    return p
+
+
+def _frozen(a) -> np.ndarray:
+    a = np.array(a)  # a copy: the plan's own
+    a.setflags(write=False)
+    return a
 
 
 def plan(
@@ -75,13 +115,18 @@ def plan(
     scalars = sim.episode_scalars(derived.settings, sim.ClusterColumns(
         cl.capacities, cl.prices, cl.bandwidth, float(cl.intra_region_gbps), float(cl.gpu.power_kw),
         float(probe.stage_overhead)))
-    return Plan(
-        tuple(draw), len(catalog.PAPER_DATASETS), int(warmup_workloads), float(unc.early_end_rate),
-        isinstance(derived.predictor, UserEstimatePredictor), table,
-        (np.ascontiguousarray(cl.capacities, np.int64), np.ascontiguousarray(cl.prices, np.float64),
-         np.ascontiguousarray(cl.bandwidth, np.float64), scalars, sim._FILLS),
-        constant(n, END_UNKNOWN), tuple(draws.neutral_columns(unc, n, sim._sizes(core)["A"])),
-    ), core
+    arrays = (
+        draw.models.astype(np.int64), draw.datasets.astype(np.int64), draw.epochs, draw.p_early, draw.end,
+    )
+    settings = (len(catalog.PAPER_DATASETS), int(warmup_workloads), float(unc.early_end_rate),
+                isinstance(derived.predictor, UserEstimatePredictor))
+    cluster = (cl.capacities.astype(np.int64), cl.prices.astype(np.float64), cl.bandwidth.astype(np.float64),
+               scalars, sim._FILLS, constant(n, END_UNKNOWN))
+    drawn = tuple(draws.neutral_columns(unc, n, sim._sizes(core)["A"]))
+    return _make_plan((
+        int(draw.kind), int(n), float(draw.mean_interarrival), *(_frozen(a) for a in arrays), *settings,
+        *(_frozen(a) for a in (*table, *cluster, *drawn)),
+    )), core
 
 
 class Views:
@@ -121,8 +166,7 @@ def reset(p: Plan, core, opts, e: int, held: Views | None, obs, mask) -> tuple[i
     the reward scale), or None (nothing changed) when ``loading`` must load it."""
     if held is None:
         return None
-    seed, scale = _reset(core, opts, e, obs, mask, held.s, held.b, *p.draw, p.n_datasets, p.warmups,
-                         p.early_end_rate, p.predict_user, *p.catalog, *p.cluster, p.end_kind, *p.drawn)
+    seed, scale = _reset(core, opts, e, obs, mask, held.s, held.b, p)
     return None if seed < 0 else (int(seed), float(scale))
 
 
@@ -132,8 +176,7 @@ def reset_many(p: Plan, core, opts, envs: np.ndarray, states: np.ndarray, bufs: 
     ``states`` and ``bufs`` (a vector env's generators, (N, 4) and (N, 2), as
     ``rng.state_arrays``). ``seeds[k]``/``scales[k]`` get env ``envs[k]``'s workload seed and
     reward scale; a seed of -1: nothing changed, ``loading`` must load that env."""
-    _reset_many(core, opts, envs, states, bufs, obs, masks, seeds, scales, *p.draw, p.n_datasets, p.warmups,
-                p.early_end_rate, p.predict_user, *p.catalog, *p.cluster, p.end_kind, *p.drawn)
+    _reset_many(core, opts, envs, states, bufs, obs, masks, seeds, scales, p)
 
 
 def generator(s: np.ndarray, b: np.ndarray) -> np.random.Generator:
@@ -151,10 +194,10 @@ def store(gen: np.random.Generator, s: np.ndarray, b: np.ndarray) -> None:
 
 
 @numba.njit(cache=True)
-def _reset_many(c, o, envs, states, bufs, obs, masks, seeds, scales, *plan):
+def _reset_many(c, o, envs, states, bufs, obs, masks, seeds, scales, p):
     for k in range(envs.shape[0]):
         e = envs[k]
-        seeds[k], scales[k] = _reset(c, o, e, obs[e], masks[e], states[e], bufs[e], *plan)
+        seeds[k], scales[k] = _reset(c, o, e, obs[e], masks[e], states[e], bufs[e], p)
 
 
 @numba.njit(cache=True)
@@ -184,20 +227,14 @@ def _numpy_sum(x):
 
 
 @numba.njit(cache=True)
-def _reset(
-    c, o, e, obs, mask, s, b,
-    kind, n, mean_interarrival, models, datasets, epochs, p_early, t_end, n_datasets,
-    warmups, early_end_rate, predict_user,
-    work, mb, act, t1, target, tk, min_g, b_ref, batch, samples,
-    cap, price, bandwidth, scalars, fills, end_kind,
-    failure_draws, repair_h, handler_u, end_kind_u, tracker_sees, tracker_frac_noise, tracker_step_noise,
-):
+def _reset(c, o, e, obs, mask, s, b, p):
     saved_s, saved_b = s.copy(), b.copy()
     beta_a, beta_b = FATE_FRACTION_BETA
+    n = p.num_jobs
     # loading.start_episode's order: the workload's seed, each warm-up workload's seed and
     # fates (drawn though nothing reads them, so that the stream is the same), the fates
     seed = rng.bounded(s, b, 0, _SEED_HIGH)
-    for _ in range(warmups):
+    for _ in range(p.warmups):
         rng.bounded(s, b, 0, _SEED_HIGH)
         for i in range(n):
             rng.next_double(s)
@@ -207,16 +244,16 @@ def _reset(
     model = np.empty(n, np.int64)
     dataset = np.empty(n, np.int64)
     ep = np.empty(n)
-    if kind == DRAW_PAPER:
-        dataset[:] = _paper_picks(ws, wb, n, n_datasets)
-        model[:] = models
-        ep[:] = epochs
+    if p.kind == DRAW_PAPER:
+        dataset[:] = _paper_picks(ws, wb, n, p.n_datasets)
+        model[:] = p.models
+        ep[:] = p.epochs
         submit = np.zeros(n)
         given = np.full(n, np.nan)
     else:
-        submit, tmpl, given, jittered = _recurring_jobs(ws, wb, n, mean_interarrival, p_early, t_end, epochs)
+        submit, tmpl, given, jittered = _recurring_jobs(ws, wb, n, p.mean_interarrival, p.p_early, p.end, p.epochs)
         for i in range(n):
-            model[i], dataset[i], ep[i] = models[tmpl[i]], datasets[tmpl[i]], jittered[i]
+            model[i], dataset[i], ep[i] = p.models[tmpl[i]], p.datasets[tmpl[i]], jittered[i]
     u = np.empty(n)
     frac = np.empty(n)
     for i in range(n):
@@ -227,21 +264,22 @@ def _reset(
     full, t1_j, tk_j, ideal = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     for i in range(n):
         m = model[i]
-        full[i] = np.ceil(ep[i] * samples[dataset[i]] / batch[m])
-        t1_j[i] = full[i] * t1[m] / full[i]
-        tk_j[i] = full[i] * tk[m] / full[i]
+        full[i] = np.ceil(ep[i] * p.samples[dataset[i]] / p.batch[m])
+        t1_j[i] = full[i] * p.t1[m] / full[i]
+        tk_j[i] = full[i] * p.tk[m] / full[i]
         ideal[i] = full[i] * tk_j[i]
     last, shortest = submit[n - 1], ideal.min()
     if not (last <= MAX_SUBMIT_S and shortest > 0 and last + shortest != last):
         s[:], b[:] = saved_s, saved_b  # loading's _check_time_resolution decides (and names the job)
         return -1, 0.0
-    iters = _apply_fates(u, frac, given, np.ones(n, np.bool_), full, early_end_rate)
-    pred = np.maximum(full if predict_user else iters, sim.MIN_PRED_ITERS)
+    iters = _apply_fates(u, frac, given, np.ones(n, np.bool_), full, p.early_end_rate)
+    pred = np.maximum(full if p.predict_user else iters, sim.MIN_PRED_ITERS)
     sim.write_episode(
-        c, e, cap, price, bandwidth, scalars, fills,
-        submit, work[model], mb[model], full, iters, end_kind, act[model], target[model], min_g[model],
-        b_ref[model], t1_j, tk_j, pred,
-        failure_draws, repair_h, handler_u, end_kind_u, tracker_sees, tracker_frac_noise, tracker_step_noise,
+        c, e, p.cap, p.price, p.bandwidth, p.scalars, p.fills,
+        submit, p.work[model], p.mb[model], full, iters, p.end_kind, p.act[model], p.target[model],
+        p.min_g[model], p.b_ref[model], t1_j, tk_j, pred,
+        p.failure_draws, p.repair_h, p.handler_u, p.end_kind_u, p.tracker_sees, p.tracker_frac_noise,
+        p.tracker_step_noise,
     )
     decision.begin(c, o, e, obs, mask)
     return seed, _numpy_sum(ideal) / SECONDS_PER_HOUR

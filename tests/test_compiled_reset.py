@@ -118,14 +118,17 @@ def test_a_generator_other_than_pcg64_resets_through_loading():
 
 
 def test_an_episode_loading_would_refuse_leaves_the_generator_as_it_was():
+    from geo_gym.scenarios import ScenarioFactory
+
     env = GeoPipeEnv("recurring", scenario_kwargs={"num_jobs": 5})
     env.reset(seed=0)
-    p = env._plan
-    draw = list(p.draw)
-    draw[2] = 1e16  # arrivals beyond workload.MAX_SUBMIT_S: loading names the job
+    given = env._make_scenario
+    # arrivals beyond workload.MAX_SUBMIT_S (a scenario refuses them, naming the job)
+    far = ScenarioFactory(given.make, given.count, lambda: given.draw()._replace(mean_interarrival=1e16))
+    p, _ = compiled_reset.plan(far, env.current_scenario, env.uncertainty, 0, env.core)
     held = compiled_reset.views(None, env.np_random)
     before = env.np_random.bit_generator.state
-    assert compiled_reset.reset(p._replace(draw=tuple(draw)), env.core, env.opts, 0, held, env._obs, env._mask) is None
+    assert compiled_reset.reset(p, env.core, env.opts, 0, held, env._obs, env._mask) is None
     assert env.np_random.bit_generator.state == before
 
 
