@@ -32,7 +32,7 @@ from geo_gym.state import SECONDS_PER_HOUR
 from geo_gym.uncertainty import UncertaintyConfig, draws
 from geo_gym.uncertainty.predictors import OraclePredictor, UserEstimatePredictor
 from geo_gym.uncertainty.workload import FATE_FRACTION_BETA
-from geo_gym.workload import END_UNKNOWN, MAX_SUBMIT_S, _catalog_table, constant
+from geo_gym.workload import END_UNKNOWN, MAX_SUBMIT_S, _catalog_table, catalog_iterations, constant
 
 _SEED_HIGH = 2**31 - 1  # loading.draw_workload_seed's bound
 
@@ -107,7 +107,7 @@ def plan(
         return None, core  # (a subclass may predict otherwise)
     cl = probe.cluster
     table = _catalog_table(cl.gpu, probe.stage_overhead, cl.intra_region_gbps, probe.memory_model, probe.start_rule)
-    min_g = table[6][draw.models]
+    min_g = table[6][draw.models]  # _catalog_table: (work, M, A, t1, k_target, tk, min GPUs, ...)
     if (min_g == 0).any() or min_g.max(initial=0) > cl.total_gpus:
         return None, core  # a model that cannot run: loading names the job when one is drawn
     n = draw.num_jobs
@@ -236,9 +236,9 @@ def _reset(c, o, e, obs, mask, s, b, p):
     seed = rng.bounded(s, b, 0, _SEED_HIGH)
     for _ in range(p.warmups):
         rng.bounded(s, b, 0, _SEED_HIGH)
-        for i in range(n):
+        for _ in range(n):
             rng.next_double(s)
-        for i in range(n):
+        for _ in range(n):
             rng.beta(s, beta_a, beta_b)
     ws, wb = rng.seeded(seed)
     model = np.empty(n, np.int64)
@@ -260,14 +260,8 @@ def _reset(c, o, e, obs, mask, s, b, p):
         u[i] = rng.next_double(s)
     for i in range(n):
         frac[i] = rng.beta(s, beta_a, beta_b)
-    # workload.profile_columns of a JobTable, the same operations in the same order
-    full, t1_j, tk_j, ideal = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    for i in range(n):
-        m = model[i]
-        full[i] = np.ceil(ep[i] * p.samples[dataset[i]] / p.batch[m])
-        t1_j[i] = full[i] * p.t1[m] / full[i]
-        tk_j[i] = full[i] * p.tk[m] / full[i]
-        ideal[i] = full[i] * tk_j[i]
+    full, t1_j, tk_j = catalog_iterations(model, dataset, ep, p.samples, p.batch, p.t1, p.tk)
+    ideal = full * tk_j
     last, shortest = submit[n - 1], ideal.min()
     if not (last <= MAX_SUBMIT_S and shortest > 0 and last + shortest != last):
         s[:], b[:] = saved_s, saved_b  # loading's _check_time_resolution decides (and names the job)

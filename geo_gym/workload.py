@@ -528,6 +528,22 @@ def _catalog_table(
     return out
 
 
+@numba.njit(cache=True)
+def catalog_iterations(model, dataset, epochs, samples, batch, t1, tk):
+    """(I_j, t_iter on 1 GPU, t_iter on k_target GPUs) of catalog jobs, from ``_catalog_table``'s
+    per-model ``batch``, ``t1``, ``tk`` and per-dataset ``samples``: I_j as
+    ``costmodel.num_iterations``, the times as e1 / I and E(K*) / I are computed in
+    ``JobProfile``, so that the bits agree (also ``geo_gym.compiled_reset``'s)."""
+    n = model.shape[0]
+    iters, t1_j, tk_j = np.empty(n), np.empty(n), np.empty(n)
+    for i in range(n):
+        m = model[i]
+        iters[i] = np.ceil(epochs[i] * samples[dataset[i]] / batch[m])
+        t1_j[i] = iters[i] * t1[m] / iters[i]
+        tk_j[i] = iters[i] * tk[m] / iters[i]
+    return iters, t1_j, tk_j
+
+
 def profile_columns(
     jobs: Sequence[JobSpec],
     gpu: GPUType = catalog.A6000,
@@ -553,11 +569,10 @@ def profile_columns(
             i = int(np.argmax(unfit))
             _bounded(catalog.MODELS[m[i]], catalog.DEFAULT_SEQ_LEN, catalog.DEFAULT_MICRO_BATCH, None, 1,
                      gpu, stage_overhead, intra_gbps, memory_model, rule, jobs.spec(i).name)
-        iters = np.ceil(jobs.epochs * samples[jobs.dataset] / batch[m])  # costmodel.num_iterations
-        # e1 / I and E(K*) / I, computed as JobProfile's fields are, so that the bits agree
+        iters, t1_j, tk_j = catalog_iterations(m, jobs.dataset, jobs.epochs, samples, batch, t1, tk)
         return {
             "work": work[m], "mb": mb[m], "act": act[m], "iterations": iters, "k_target": target[m],
-            "min_gpus": min_g[m], "b_ref": b_ref[m], "t1": iters * t1[m] / iters, "tk": iters * tk[m] / iters,
+            "min_gpus": min_g[m], "b_ref": b_ref[m], "t1": t1_j, "tk": tk_j,
         }
     if isinstance(jobs, SpecTable):
         # one _bounded per (model, request), in the order of each pair's first job (an error
