@@ -26,6 +26,7 @@ import numpy as np
 
 _jit = numba.njit(cache=True)
 _inline = numba.njit(cache=True, inline="always")
+_leaf = numba.njit(cache=True, _nrt=False)
 
 # Allocators that a path-based rule can end with.
 ALLOC_COST_MIN = 0
@@ -220,7 +221,7 @@ def insertion_sort(row, m):
         row[q + 1] = x
 
 
-@_jit
+@_leaf
 def _pathfinder_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws):
     """Alg. 1 exactly as printed, with free GPUs in place of G_r.
 
@@ -408,7 +409,7 @@ def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocato
 # --------------------------------------------------------------------------- baselines
 
 
-@_jit
+@_leaf
 def _single_region_kernel(free, prices, k_star, cheapest, out_path, out_alloc, min_gpus=1):
     """LCF (cheapest=True): the cheapest region with at least ``min_gpus`` free GPUs (the
     job's minimum; 1 in the paper); LDF: the region with the most free GPUs. Either takes
@@ -433,7 +434,7 @@ def _single_region_kernel(free, prices, k_star, cheapest, out_path, out_alloc, m
     return n, 1
 
 
-@_jit
+@_leaf
 def _cr_lcf_kernel(free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws):
     """CR-LCF: aggregate regions in ascending price order until K* GPUs. A region whose link
     from the current tail cannot carry b_j = A / t_comp(g') (Eq. 6, all links of the path
@@ -513,7 +514,7 @@ def _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, in_path):
     return g, n
 
 
-@_jit
+@_leaf
 def _cr_ldf_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws):
     """CR-LDF (allocator=fill) and BACE-Pipe w/o Pathfinder (CR-LDF's path, Cost-Min)."""
     g, n = _cr_ldf_path_kernel(free, bw, k_star, activation, tc, out_path, ws[2])

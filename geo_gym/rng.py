@@ -30,6 +30,9 @@ import numpy as np
 from numba.np.random import _constants as _zig
 
 _U = np.uint64
+# Draws take only the state arrays and allocate nothing: compiled without numba's reference
+# counting (``_nrt=False``), which costs more than a draw itself (docs/performance.md).
+_leaf = numba.njit(cache=True, _nrt=False)
 _M32 = _U(0xFFFFFFFF)
 _S11, _S32, _S58, _S63 = _U(11), _U(32), _U(58), _U(63)
 _MULT_HI, _MULT_LO = _U(0x2360ED051FC65DA4), _U(0x4385DF649FCCF645)  # PCG_DEFAULT_MULTIPLIER_128
@@ -67,7 +70,7 @@ def _step(s):
     s[1] = hi + s[3] + (_U(1) if lo2 < lo else _U(0))
 
 
-@numba.njit(cache=True)
+@_leaf
 def next_uint64(s):
     """PCG64's output: step, then XSL-RR of the new state."""
     _step(s)
@@ -76,7 +79,7 @@ def next_uint64(s):
     return (x >> rot) | (x << ((_U(64) - rot) & _S63))
 
 
-@numba.njit(cache=True)
+@_leaf
 def next_uint32(s, b):
     """PCG64's 32-bit draw: the low half of a 64-bit draw, the high half kept for the next."""
     if b[0]:
@@ -88,13 +91,13 @@ def next_uint32(s, b):
     return np.uint32(x & _M32)
 
 
-@numba.njit(cache=True)
+@_leaf
 def next_double(s):
     """``Generator.random()``: 53 random bits in [0, 1)."""
     return np.float64(next_uint64(s) >> _S11) * _TO_DOUBLE
 
 
-@numba.njit(cache=True)
+@_leaf
 def _set_seed(s, b, w):
     """``pcg64_set_seed`` from SeedSequence's four words ``w`` (seed high, low; inc high, low)."""
     s[0], s[1] = _U(0), _U(0)
@@ -162,7 +165,7 @@ def seeded(seed):
 
 
 # ------------------------------------------------------------ distributions (distributions.c)
-@numba.njit(cache=True)
+@_leaf
 def bounded(s, b, low, high):
     """``Generator.integers(low, high)`` (int64, high exclusive, high > low): Lemire's method
     on 32-bit draws when the range fits in 32 bits (every caller here), as numpy's
@@ -185,7 +188,7 @@ def bounded(s, b, low, high):
     return low + np.int64(m >> _S32)
 
 
-@numba.njit(cache=True)
+@_leaf
 def standard_normal(s):
     """``random_standard_normal``: the ziggurat with numpy's tables."""
     while True:
@@ -208,7 +211,7 @@ def standard_normal(s):
             return x
 
 
-@numba.njit(cache=True)
+@_leaf
 def standard_exponential(s):
     """``random_standard_exponential``: the ziggurat with numpy's tables."""
     while True:
@@ -224,7 +227,7 @@ def standard_exponential(s):
             return x
 
 
-@numba.njit(cache=True)
+@_leaf
 def standard_gamma(s, shape):
     """``random_standard_gamma``: Marsaglia and Tsang above shape 1, numpy's rejection below."""
     if shape == 1.0:
@@ -260,7 +263,7 @@ def standard_gamma(s, shape):
             return b * v
 
 
-@numba.njit(cache=True)
+@_leaf
 def beta(s, a, b):
     """``random_beta`` for a or b above 1 (the ratio of two gammas); Johnk's algorithm, which
     numpy uses when both are at most 1, is not implemented."""
@@ -271,13 +274,13 @@ def beta(s, a, b):
     return ga / (ga + gb)
 
 
-@numba.njit(cache=True)
+@_leaf
 def uniform(s, low, high):
     """``Generator.uniform(low, high)``: low + (high - low) x U."""
     return low + (high - low) * next_double(s)
 
 
-@numba.njit(cache=True)
+@_leaf
 def lognormal(s, mean, sigma):
     """``Generator.lognormal(mean, sigma)``: exp(mean + sigma x N(0, 1))."""
     return np.exp(mean + sigma * standard_normal(s))

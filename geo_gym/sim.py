@@ -61,6 +61,7 @@ from geo_gym.workload import END_APPLICATION_FAILURE, END_UNKNOWN
 
 _jit = numba.njit(cache=True)
 _inline = numba.njit(cache=True, inline="always")
+_leaf = numba.njit(cache=True, _nrt=False)
 
 PENDING_FUTURE, PENDING, RUNNING, DONE, DELAYED = 0, 1, 2, 3, 4
 PRED_STATIC, PRED_RETRIEVAL = 0, 1
@@ -773,7 +774,7 @@ def advance(c, e):
     return True
 
 
-@_jit
+@_leaf
 def residual_bandwidth(bw, resv, out):
     """What a policy may still use on each link in both directions: min(B-R, (B-R)^T) >= 0
     (one env's bandwidth and reservation matrices)."""
@@ -793,7 +794,7 @@ def scratch(kstar_max, num_regions):
     return tc, ws
 
 
-@_jit
+@_leaf
 def fill_tc(work, kstar, overhead, tc):
     """tc[L] = t_comp(L) of a job for L = 1..K* (Table I); tc[0] is unused."""
     tc[0] = np.inf
@@ -801,7 +802,7 @@ def fill_tc(work, kstar, overhead, tc):
         tc[L] = t_comp_nb(work, L, overhead)
 
 
-@_jit
+@_leaf
 def job_placement(free, prices, eff, kstar, act, min_gpus, rule, tc, ws, out_path, out_alloc):
     """Apply placement rule ``rule`` to a pending job (K*, activation, min_gpus) on the free
     GPUs; (0, 0) if the rule finds nothing or fewer than min_gpus. ``tc`` holds the job's
@@ -932,7 +933,7 @@ NUM_CAND_FEATURES = 3
 # which on a window of candidates cost more than the features themselves.
 
 
-@_jit
+@_leaf
 def feature_scales(pend, pred_iters, done_iters, t1, b_ref, n):
     """The normalisers of Eq. (9)/(10) over the first n pending jobs: the largest predicted
     remaining E_j(1) and the largest b_j(K*)."""
