@@ -11,10 +11,10 @@ mask and the reward live here, once, for the single env and the vector env alike
 from __future__ import annotations
 
 import math
-from collections import namedtuple
-
 import numba
 import numpy as np
+from numba.core import types
+from numba.experimental import structref
 
 from geo_gym.costmodel import alpha_nb, pipeline_iteration_time_nb
 from geo_gym.placement import (
@@ -181,10 +181,47 @@ def layout_from_obs_size(size: int, num_regions: int | None = None, num_rules: i
         f"{most} regions{with_rules}; pass num_regions (env.num_regions)"
     )
 
-Options = namedtuple(
-    "Options",
-    ["rules", "win", "n_win", "path", "alloc", "g", "plen", "t_iter", "feats", "wait_ok", "deadlock"],
-)
+
+OPTION_FIELDS = ("rules", "win", "n_win", "path", "alloc", "g", "plen", "t_iter", "feats", "wait_ok", "deadlock")
+
+
+@structref.register
+class OptionsType(types.StructRef):
+    """numba's type of the decision arrays: one reference (as a named tuple of 11 arrays,
+    numba's dispatcher typed each array on every call: about 4.6 us a call, against 2)."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+class Options(structref.StructRefProxy):
+    """Each env's current decision (``allocate_options``): ``rules`` the option set's rule ids,
+    ``win`` the window's jobs (``n_win`` of them), and per slot and option the placement
+    (``path``, ``plen``, ``alloc``, ``g`` GPUs; 0: invalid) and its iteration time
+    (``t_iter``); the slots' candidate features (``feats``); whether waiting is possible
+    (``wait_ok``) and whether the env is stuck (``deadlock``). Python reads the same numpy
+    arrays as attributes, as ``sim.Core``'s."""
+
+    _fields = OPTION_FIELDS
+
+    def __reduce__(self):  # pickle and deepcopy: rebuilt around (copies of) the arrays
+        return _options, ({name: self.__dict__[name] for name in OPTION_FIELDS},)
+
+
+structref.define_constructor(Options, OptionsType, OPTION_FIELDS)
+structref.define_boxing(OptionsType, Options)
+
+
+@_jit
+def _new_options(*arrays):
+    """``Options(*arrays)``, compiled once and cached on disk (``sim._new_core``)."""
+    return Options(*arrays)
+
+
+def _options(arrays: dict[str, np.ndarray]) -> Options:
+    o = _new_options(*(arrays[name] for name in OPTION_FIELDS))
+    o.__dict__.update(arrays)
+    return o
 
 
 def obs_size(num_regions: int, window: int, num_rules: int = NUM_RULES) -> int:
@@ -200,19 +237,19 @@ def allocate_options(num_envs: int, num_regions: int, window: int, rules=None) -
     held as its rule ids in option order (``rules``)."""
     ids = rule_ids(rules)
     o = len(ids)
-    return Options(
-        rules=ids,
-        win=np.full((num_envs, window), -1, dtype=np.int64),
-        n_win=np.zeros(num_envs, dtype=np.int64),
-        path=np.full((num_envs, window, o, num_regions), -1, dtype=np.int64),
-        alloc=np.zeros((num_envs, window, o, num_regions), dtype=np.int64),
-        g=np.zeros((num_envs, window, o), dtype=np.int64),
-        plen=np.zeros((num_envs, window, o), dtype=np.int64),
-        t_iter=np.zeros((num_envs, window, o)),
-        feats=np.zeros((num_envs, window, NUM_CAND_FEATURES), dtype=np.float32),
-        wait_ok=np.zeros(num_envs, dtype=np.bool_),
-        deadlock=np.zeros(num_envs, dtype=np.bool_),
-    )
+    return _options({
+        "rules": ids,
+        "win": np.full((num_envs, window), -1, dtype=np.int64),
+        "n_win": np.zeros(num_envs, dtype=np.int64),
+        "path": np.full((num_envs, window, o, num_regions), -1, dtype=np.int64),
+        "alloc": np.zeros((num_envs, window, o, num_regions), dtype=np.int64),
+        "g": np.zeros((num_envs, window, o), dtype=np.int64),
+        "plen": np.zeros((num_envs, window, o), dtype=np.int64),
+        "t_iter": np.zeros((num_envs, window, o)),
+        "feats": np.zeros((num_envs, window, NUM_CAND_FEATURES), dtype=np.float32),
+        "wait_ok": np.zeros(num_envs, dtype=np.bool_),
+        "deadlock": np.zeros(num_envs, dtype=np.bool_),
+    })
 
 
 @_jit

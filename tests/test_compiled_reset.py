@@ -15,7 +15,8 @@ from geo_gym.vector import GeoPipeVectorEnv
 def _same_state(a, b) -> None:
     for name in sim.FIELDS:
         assert np.array_equal(getattr(a.core, name), getattr(b.core, name), equal_nan=True), name
-    for name, x, y in zip(a.opts._fields, a.opts, b.opts, strict=True):
+    for name in a.opts._fields:
+        x, y = getattr(a.opts, name), getattr(b.opts, name)
         assert np.array_equal(x, y, equal_nan=True), name
 
 
