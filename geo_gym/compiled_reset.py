@@ -160,23 +160,23 @@ def views(held: Views | None, generator: np.random.Generator) -> Views | None:
         return None
 
 
-def reset(p: Plan, core, opts, e: int, held: Views | None, obs, mask) -> tuple[int, float] | None:
+def reset(p: Plan, core, opts, e: int, held: Views | None) -> tuple[int, float] | None:
     """Draw and load env e's next episode from the generator of ``held`` (``views``: env e's
     generator, which it advances) and bring it to its first decision; (the workload's seed,
     the reward scale), or None (nothing changed) when ``loading`` must load it."""
     if held is None:
         return None
-    seed, scale = _reset(core, opts, e, obs, mask, held.s, held.b, p)
+    seed, scale = _reset(core, opts, e, held.s, held.b, p)
     return None if seed < 0 else (int(seed), float(scale))
 
 
-def reset_many(p: Plan, core, opts, envs: np.ndarray, states: np.ndarray, bufs: np.ndarray, obs, masks,
+def reset_many(p: Plan, core, opts, envs: np.ndarray, states: np.ndarray, bufs: np.ndarray,
                seeds: np.ndarray, scales: np.ndarray) -> None:
     """``reset`` of each env in ``envs`` (int64), in one call: env e draws from row e of
     ``states`` and ``bufs`` (a vector env's generators, (N, 4) and (N, 2), as
     ``rng.state_arrays``). ``seeds[k]``/``scales[k]`` get env ``envs[k]``'s workload seed and
     reward scale; a seed of -1: nothing changed, ``loading`` must load that env."""
-    _reset_many(core, opts, envs, states, bufs, obs, masks, seeds, scales, p)
+    _reset_many(core, opts, envs, states, bufs, seeds, scales, p)
 
 
 def generator(s: np.ndarray, b: np.ndarray) -> np.random.Generator:
@@ -194,10 +194,10 @@ def store(gen: np.random.Generator, s: np.ndarray, b: np.ndarray) -> None:
 
 
 @numba.njit(cache=True)
-def _reset_many(c, o, envs, states, bufs, obs, masks, seeds, scales, p):
+def _reset_many(c, o, envs, states, bufs, seeds, scales, p):
     for k in range(envs.shape[0]):
         e = envs[k]
-        seeds[k], scales[k] = _reset(c, o, e, obs[e], masks[e], states[e], bufs[e], p)
+        seeds[k], scales[k] = _reset(c, o, e, states[e], bufs[e], p)
 
 
 @numba.njit(cache=True)
@@ -227,7 +227,7 @@ def _numpy_sum(x):
 
 
 @numba.njit(cache=True)
-def _reset(c, o, e, obs, mask, s, b, p):
+def _reset(c, o, e, s, b, p):
     saved_s, saved_b = s.copy(), b.copy()
     beta_a, beta_b = FATE_FRACTION_BETA
     n = p.num_jobs
@@ -275,5 +275,5 @@ def _reset(c, o, e, obs, mask, s, b, p):
         p.failure_draws, p.repair_h, p.handler_u, p.end_kind_u, p.tracker_sees, p.tracker_frac_noise,
         p.tracker_step_noise,
     )
-    decision.begin(c, o, e, obs, mask)
+    decision.begin(c, o, e)
     return seed, _numpy_sum(ideal) / SECONDS_PER_HOUR

@@ -182,7 +182,9 @@ def layout_from_obs_size(size: int, num_regions: int | None = None, num_rules: i
     )
 
 
-OPTION_FIELDS = ("rules", "win", "n_win", "path", "alloc", "g", "plen", "t_iter", "feats", "wait_ok", "deadlock")
+OPTION_FIELDS = (
+    "rules", "win", "n_win", "path", "alloc", "g", "plen", "t_iter", "feats", "wait_ok", "deadlock", "obs", "mask",
+)
 
 
 @structref.register
@@ -199,7 +201,8 @@ class Options(structref.StructRefProxy):
     ``win`` the window's jobs (``n_win`` of them), and per slot and option the placement
     (``path``, ``plen``, ``alloc``, ``g`` GPUs; 0: invalid) and its iteration time
     (``t_iter``); the slots' candidate features (``feats``); whether waiting is possible
-    (``wait_ok``) and whether the env is stuck (``deadlock``). Python reads the same numpy
+    (``wait_ok``) and whether the env is stuck (``deadlock``); its observation (``obs``) and
+    action mask (``mask``), which ``begin`` and ``step_env`` write. Python reads the same numpy
     arrays as attributes, as ``sim.Core``'s."""
 
     _fields = OPTION_FIELDS
@@ -249,6 +252,8 @@ def allocate_options(num_envs: int, num_regions: int, window: int, rules=None) -
         "feats": np.zeros((num_envs, window, NUM_CAND_FEATURES), dtype=np.float32),
         "wait_ok": np.zeros(num_envs, dtype=np.bool_),
         "deadlock": np.zeros(num_envs, dtype=np.bool_),
+        "obs": np.zeros((num_envs, obs_size(num_regions, window, o)), dtype=np.float32),
+        "mask": np.zeros((num_envs, num_actions(window, o)), dtype=np.bool_),
     })
 
 
@@ -512,52 +517,52 @@ def encode(c, o, e, out):
 
 
 @_jit
-def begin(c, o, e, obs, mask):
-    """Bring freshly loaded env e to its first decision; write its observation and mask.
-    (One compiled call per reset.)"""
+def begin(c, o, e):
+    """Bring freshly loaded env e to its first decision; write its observation and mask
+    (``o.obs[e]``, ``o.mask[e]``). (One compiled call per reset.)"""
     refresh(c, o, e)
-    encode(c, o, e, obs)
-    action_mask(o, e, mask)
+    encode(c, o, e, o.obs[e])
+    action_mask(o, e, o.mask[e])
 
 
 @_jit
-def step_env(c, o, e, action, cost_weight, scale, obs, mask):
-    """``step_one``, then env e's observation and mask; returns (reward, its JCT part, its cost
-    part, invalid, terminated)."""
+def step_env(c, o, e, action, cost_weight, scale):
+    """``step_one``, then env e's observation and mask (``o.obs[e]``, ``o.mask[e]``); returns
+    (reward, its JCT part, its cost part, invalid, terminated)."""
     total, jct, cost, invalid = step_one(c, o, e, action, cost_weight, scale)
-    encode(c, o, e, obs)
-    action_mask(o, e, mask)
+    encode(c, o, e, o.obs[e])
+    action_mask(o, e, o.mask[e])
     return total, jct, cost, invalid, done(c, e)
 
 
 @_jit
-def _step_or_skip(c, o, e, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated, obs, masks):
+def _step_or_skip(c, o, e, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated):
     """Row e of ``step_batch``: ``step_env`` if env e steps, else a step of nothing."""
     if stepping[e]:
         rewards[e], reward_jct[e], reward_cost[e], invalid[e], terminated[e] = step_env(
-            c, o, e, actions[e], cost_weight, scale[e], obs[e], masks[e]
+            c, o, e, actions[e], cost_weight, scale[e]
         )
     else:
         rewards[e], reward_jct[e], reward_cost[e], invalid[e], terminated[e] = 0.0, 0.0, 0.0, False, False
 
 
 @_jit
-def step_batch(c, o, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated, obs, masks):
+def step_batch(c, o, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated):
     """Step every env of the batch marked in ``stepping`` once (the others, just reset by a
     NEXT_STEP autoreset, get reward 0): the native vector env's whole inner loop."""
     for e in range(actions.shape[0]):
         _step_or_skip(c, o, e, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost,
-                      invalid, terminated, obs, masks)
+                      invalid, terminated)
 
 
 @numba.njit(cache=True, parallel=True)
-def step_batch_parallel(c, o, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated, obs, masks):
+def step_batch_parallel(c, o, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated):
     """``step_batch`` with the envs spread over numba's threads (``numba.set_num_threads``).
     Env e reads and writes only row e of the core and the options (and allocates its own
     scratch), so the results are exactly those of ``step_batch``."""
     for e in numba.prange(actions.shape[0]):  # prange's index is unsigned: int64, as step_batch's
         _step_or_skip(c, o, np.int64(e), actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost,
-                      invalid, terminated, obs, masks)
+                      invalid, terminated)
 
 
 SUMMARY_KEYS = (

@@ -363,8 +363,6 @@ class GeoPipeEnv(gym.Env):
         )
         self.action_space = gym.spaces.Discrete(decision.num_actions(self.window, self.num_rules))
         self.wait_action = self.window * self.num_rules
-        self._obs = np.zeros(self.observation_space.shape, np.float32)
-        self._mask = np.zeros(self.action_space.n, np.bool_)
         self._scale = 1.0
         # the episode's workload: its Scenario and jobs, or (compiled resets) the seed that builds them
         self._scenario: Scenario | None = None
@@ -383,6 +381,15 @@ class GeoPipeEnv(gym.Env):
                 f"{self.num_regions} (fix num_regions in scenario_kwargs)"
             )
         return scen
+
+    @property
+    def _obs(self) -> np.ndarray:
+        """The current observation (the decision arrays' own row: a copied env has its own)."""
+        return self.opts.obs[0]
+
+    @property
+    def _mask(self) -> np.ndarray:
+        return self.opts.mask[0]
 
     def _info(self) -> dict[str, Any]:
         return {"action_mask": self._mask.copy(), "time_h": float(self.core.now_s[0] / SECONDS_PER_HOUR)}
@@ -415,7 +422,7 @@ class GeoPipeEnv(gym.Env):
                 self.warmup_workloads, self.warmup_scenario, self._make_scenario.num_jobs,
             )
             self._workload_seed = None
-            decision.begin(self.core, self.opts, 0, self._obs, self._mask)
+            decision.begin(self.core, self.opts, 0)
         self._check_deadlock()
         self._idle_steps = 0
         if self.render_mode is not None:
@@ -430,7 +437,7 @@ class GeoPipeEnv(gym.Env):
         """``compiled_reset.reset`` from ``np_random``'s own state; None: reset through
         loading (the episode needs it, or ``np_random`` is not numpy's PCG64)."""
         self._rng_views = compiled_reset.views(self._rng_views, self.np_random)
-        return compiled_reset.reset(self._plan, self.core, self.opts, 0, self._rng_views, self._obs, self._mask)
+        return compiled_reset.reset(self._plan, self.core, self.opts, 0, self._rng_views)
 
     def _check_deadlock(self) -> None:
         if self.opts.deadlock[0]:
@@ -447,7 +454,7 @@ class GeoPipeEnv(gym.Env):
         could_wait = bool(self.opts.wait_ok[0])
         placing = self._placement(a) if self.schedule is not None else None
         reward, reward_jct, reward_cost, invalid, terminated = decision.step_env(
-            self.core, self.opts, 0, a, self.cost_weight, self._scale, self._obs, self._mask
+            self.core, self.opts, 0, a, self.cost_weight, self._scale
         )
         terminated = bool(terminated)
         if placing is not None and not invalid:  # a valid start action placed that job there

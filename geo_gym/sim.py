@@ -196,7 +196,7 @@ def reset(c, e):
     _handle_arrivals(c, e)
 
 
-@_jit
+@_leaf
 def _put(dst, src, empty):
     """dst[:len(src)] = src, the rest of dst = empty (1-D, or 2-D with src's columns first)."""
     if dst.ndim == 1:

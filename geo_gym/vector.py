@@ -183,8 +183,6 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             **required_sizes(self._template._make_scenario(0), self._template.uncertainty),
         )
         self.opts = decision.allocate_options(self.num_envs, k, w, self.rules)
-        self._obs = np.zeros((self.num_envs,) + self.single_observation_space.shape, np.float32)
-        self._masks = np.zeros((self.num_envs, self.single_action_space.n), np.bool_)
         self._rewards = np.zeros(self.num_envs)
         self._reward_jct = np.zeros(self.num_envs)
         self._reward_cost = np.zeros(self.num_envs)
@@ -241,8 +239,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         through_loading = envs
         if self._plan is not None:
             seeds, scales = np.empty(envs.shape[0], np.int64), np.empty(envs.shape[0])
-            compiled_reset.reset_many(self._plan, self.core, self.opts, envs, self._states, self._bufs,
-                                      self._obs, self._masks, seeds, scales)
+            compiled_reset.reset_many(self._plan, self.core, self.opts, envs, self._states, self._bufs, seeds, scales)
             self._workload_seeds[envs] = seeds
             self._scale[envs] = scales
             self._scenarios[envs] = None
@@ -267,12 +264,21 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self._workload_seeds[e] = -1
         if self._plan is not None:
             compiled_reset.store(gen, self._states[e], self._bufs[e])
-        decision.begin(self.core, self.opts, e, self._obs[e], self._masks[e])
+        decision.begin(self.core, self.opts, e)
 
     def _check_deadlock(self, e: int) -> None:
         if self.opts.deadlock[e]:
             stuck = [self._episode_jobs(e)[j].name for j in self.core.pending[e, : self.core.n_pending[e]]]
             raise RuntimeError(f"env {e}: no rule can ever place pending jobs {stuck}")
+
+    @property
+    def _obs(self) -> np.ndarray:
+        """Every env's current observation (N, obs size): the decision arrays' own."""
+        return self.opts.obs
+
+    @property
+    def _masks(self) -> np.ndarray:
+        return self.opts.mask
 
     def _state_info(self) -> dict[str, np.ndarray]:
         """What every info of the single env carries: the current mask and clock."""
@@ -352,8 +358,6 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             self._reward_cost,
             self._invalid,
             self._terminated,
-            self._obs,
-            self._masks,
         )
         if self.opts.deadlock.any():
             for e in np.flatnonzero(self.opts.deadlock):

@@ -129,7 +129,7 @@ def test_an_episode_loading_would_refuse_leaves_the_generator_as_it_was():
     p, _ = compiled_reset.plan(far, env.current_scenario, env.uncertainty, 0, env.core)
     held = compiled_reset.views(None, env.np_random)
     before = env.np_random.bit_generator.state
-    assert compiled_reset.reset(p, env.core, env.opts, 0, held, env._obs, env._mask) is None
+    assert compiled_reset.reset(p, env.core, env.opts, 0, held) is None
     assert env.np_random.bit_generator.state == before
 
 
