@@ -174,8 +174,8 @@ def reset_many(p: Plan, core, opts, envs: np.ndarray, states: np.ndarray, bufs: 
                seeds: np.ndarray, scales: np.ndarray) -> None:
     """``reset`` of each env in ``envs`` (int64), in one call: env e draws from row e of
     ``states`` and ``bufs`` (a vector env's generators, (N, 4) and (N, 2), as
-    ``rng.state_arrays``). ``seeds[k]``/``scales[k]`` get env ``envs[k]``'s workload seed and
-    reward scale; a seed of -1: nothing changed, ``loading`` must load that env."""
+    ``rng.state_arrays``). ``seeds[e]``/``scales[e]`` get env e's workload seed and reward
+    scale (arrays of all N envs); a seed of -1: nothing changed, ``loading`` must load that env."""
     _reset_many(core, opts, envs, states, bufs, seeds, scales, p)
 
 
@@ -197,7 +197,7 @@ def store(gen: np.random.Generator, s: np.ndarray, b: np.ndarray) -> None:
 def _reset_many(c, o, envs, states, bufs, seeds, scales, p):
     for k in range(envs.shape[0]):
         e = envs[k]
-        seeds[k], scales[k] = _reset(c, o, e, states[e], bufs[e], p)
+        seeds[e], scales[e] = _reset(c, o, e, states[e], bufs[e], p)
 
 
 @numba.njit(cache=True)

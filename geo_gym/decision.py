@@ -11,6 +11,7 @@ mask and the reward live here, once, for the single env and the vector env alike
 from __future__ import annotations
 
 import math
+
 import numba
 import numpy as np
 from numba.core import types
