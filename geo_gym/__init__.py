@@ -1,9 +1,14 @@
 """geo_gym: a Gymnasium simulator for geo-distributed pipeline-parallel LLM training."""
 
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 from numba.core import event as _numba_event
+
+from geo_gym import kernel_cache as _kernel_cache
+
+_kernel_cache.drop_if_stale(Path(__file__).parent)  # before any kernel loads from the cache
 
 COMPILE_NOTICE = (
     "geo_gym: compiling the simulator's numba kernels on first use "
