@@ -26,6 +26,8 @@ import numpy as np
 
 _jit = numba.njit(cache=True)
 _inline = numba.njit(cache=True, inline="always")
+# Kernels that take arrays and allocate nothing: without numba's reference counting, whose
+# atomic operations on their arguments cost more than the kernels (docs/performance.md).
 _leaf = numba.njit(cache=True, _nrt=False)
 
 # Allocators that a path-based rule can end with.

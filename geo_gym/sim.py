@@ -61,6 +61,8 @@ from geo_gym.workload import END_APPLICATION_FAILURE, END_UNKNOWN
 
 _jit = numba.njit(cache=True)
 _inline = numba.njit(cache=True, inline="always")
+# Kernels that take arrays and allocate nothing: without numba's reference counting, whose
+# atomic operations on their arguments cost more than the kernels (docs/performance.md).
 _leaf = numba.njit(cache=True, _nrt=False)
 
 PENDING_FUTURE, PENDING, RUNNING, DONE, DELAYED = 0, 1, 2, 3, 4
