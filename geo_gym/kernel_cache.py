@@ -16,31 +16,32 @@ import os
 import time
 from pathlib import Path
 
+from numba.core import config
+from numba.core.caching import _CacheLocator
+
 STAMP = "geo_gym_sources.sha256"
 CACHE_SUFFIXES = (".nbi", ".nbc")  # numba's index and data files
 
 
-def sources_digest(root: Path) -> str:
-    """SHA-256 over every ``.py`` file under ``root``: relative path and contents."""
+def sources_digest(root: Path, sources: list[Path] | None = None) -> str:
+    """SHA-256 over every ``.py`` file under ``root`` (``sources``, if given): relative path and
+    contents."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(root.rglob("*.py")) if sources is None else sources:
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-def cache_dirs(root: Path) -> list[Path]:
-    """Where numba keeps the cache of each source directory under ``root``: ``__pycache__``
-    beside the sources, or under ``NUMBA_CACHE_DIR`` when that is set (numba's own naming)."""
-    source_dirs = sorted({p.parent for p in root.rglob("*.py")})
-    from numba.core import config
-    from numba.core.caching import _CacheLocator
-
+def cache_dirs(root: Path, sources: list[Path] | None = None) -> list[Path]:
+    """Where numba keeps the cache of each source directory under ``root`` (first: root's own):
+    ``__pycache__`` beside the sources, or under ``NUMBA_CACHE_DIR`` when that is set (numba's
+    own naming)."""
+    source_dirs = sorted({p.parent for p in (root.rglob("*.py") if sources is None else sources)})
     user_dir = config.CACHE_DIR
     if not user_dir:
         return [d / "__pycache__" for d in source_dirs]
-
     return [Path(user_dir) / _CacheLocator.get_suitable_cache_subpath(str(d / "x.py")) for d in source_dirs]
 
 
@@ -50,9 +51,10 @@ def drop_if_stale(root: Path) -> bool:
     this call began are kept (another process compiled them from these very sources). An
     unwritable cache is left alone: numba then keeps no cache there either."""
     began = time.time()
-    dirs = cache_dirs(root)
+    sources = sorted(root.rglob("*.py"))  # one walk for both
+    dirs = cache_dirs(root, sources)
     stamp = dirs[0] / STAMP
-    digest = sources_digest(root)
+    digest = sources_digest(root, sources)
     try:
         if stamp.read_text() == digest:
             return False
