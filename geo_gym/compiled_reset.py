@@ -11,10 +11,10 @@ draws (``scenarios.WorkloadDraw``: paper-default, geo-wan, recurring) and an unc
 configuration that draws nothing else (``draws.reads_draws`` False: no noisy predictor, no
 failures, handler or tracker noise) and predicts statically (oracle or user estimate: the
 retrieval predictor reads the workload's metadata). Any other setting, and an episode that
-``loading`` would refuse (``reset`` returns None, the generator put back), resets through
+``loading`` would refuse (``reset_env`` returns None, the generator put back), resets through
 ``loading``, which raises the error that names the job.
 
-The episode's ``Scenario`` is not built: ``reset`` returns the workload's seed, from which
+The episode's ``Scenario`` is not built: ``reset_env`` returns the workload's seed, from which
 ``scenario_factory``'s function builds it when the env is asked for it.
 """
 
@@ -160,19 +160,68 @@ def views(held: Views | None, generator: np.random.Generator) -> Views | None:
         return None
 
 
-def reset(p: Plan, core, opts, e: int, held: Views | None) -> tuple[int, float] | None:
-    """Draw and load env e's next episode from the generator of ``held`` (``views``: env e's
-    generator, which it advances) and bring it to its first decision; (the workload's seed,
-    the reward scale), or None (nothing changed) when ``loading`` must load it."""
-    if held is None:
+RESETTER_FIELDS = ("pair", "plan", "s", "b")
+
+
+@structref.register
+class ResetterType(types.StructRef):
+    """numba's type of a ``Resetter``."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+class Resetter(structref.StructRefProxy):
+    """What a single env's compiled reset reads, as one argument of ``reset_env``: its
+    ``decision.Pair``, its ``Plan`` and its generator's state arrays. numba's dispatcher
+    unboxes each struct argument for about 1.8 us (docs/performance.md): three of them and
+    two arrays a reset, one with this. A copy or pickle of it is None, like ``Views``'s:
+    the env builds a new one around its copied generator."""
+
+    def __copy__(self):
         return None
-    seed, scale = _reset(core, opts, e, held.s, held.b, p)
+
+    def __deepcopy__(self, memo):
+        return None
+
+    def __reduce__(self):
+        return type(None), ()
+
+
+structref.define_constructor(Resetter, ResetterType, RESETTER_FIELDS)
+structref.define_boxing(ResetterType, Resetter)
+
+
+@numba.njit(cache=True)
+def _new_resetter(pair, p, s, b):
+    """``Resetter(pair, p, s, b)``, compiled once and cached on disk (``sim._new_core``)."""
+    return Resetter(pair, p, s, b)
+
+
+def resetter(pair, p: Plan, held: Views) -> Resetter:
+    """A ``Resetter`` of env 0 of ``pair`` (``decision.pair``) drawing from ``held``'s
+    generator (``views``), which each reset advances."""
+    r = _new_resetter(pair, p, held.s, held.b)
+    r.__dict__.update(pair=pair, views=held)
+    return r
+
+
+def reset_env(r: Resetter) -> tuple[int, float] | None:
+    """Draw and load the next episode of a ``Resetter``'s env and bring it to its first
+    decision: (the workload's seed, the reward scale), or None (nothing changed, the
+    generator put back) when ``loading`` must load it."""
+    seed, scale = _reset_one(r)
     return None if seed < 0 else (int(seed), float(scale))
+
+
+@numba.njit(cache=True)
+def _reset_one(r):
+    return _reset(r.pair.core, r.pair.opts, 0, r.s, r.b, r.plan)
 
 
 def reset_many(p: Plan, core, opts, envs: np.ndarray, states: np.ndarray, bufs: np.ndarray,
                seeds: np.ndarray, scales: np.ndarray) -> None:
-    """``reset`` of each env in ``envs`` (int64), in one call: env e draws from row e of
+    """``reset_env`` of each env in ``envs`` (int64), in one call: env e draws from row e of
     ``states`` and ``bufs`` (a vector env's generators, (N, 4) and (N, 2), as
     ``rng.state_arrays``). ``seeds[e]``/``scales[e]`` get env e's workload seed and reward
     scale (arrays of all N envs); a seed of -1: nothing changed, ``loading`` must load that env."""

@@ -537,6 +537,50 @@ def step_env(c, o, e, action, cost_weight, scale):
     return total, jct, cost, invalid, done(c, e)
 
 
+PAIR_FIELDS = ("core", "opts")
+
+
+@structref.register
+class PairType(types.StructRef):
+    """numba's type of a ``Pair``."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+class Pair(structref.StructRefProxy):
+    """A single env's core and options as one argument (``step_pair``). numba's dispatcher
+    unboxes each struct argument of a call from Python for about 1.8 us, however few its
+    fields (docs/performance.md), so one struct for the two takes that off every step of
+    ``GeoPipeEnv``."""
+
+    def __reduce__(self):  # pickle and deepcopy: around the (copied) core and options
+        return pair, (self.__dict__["core"], self.__dict__["opts"])
+
+
+structref.define_constructor(Pair, PairType, PAIR_FIELDS)
+structref.define_boxing(PairType, Pair)
+
+
+@_jit
+def _new_pair(core, opts):
+    """``Pair(core, opts)``, compiled once and cached on disk (``sim._new_core``)."""
+    return Pair(core, opts)
+
+
+def pair(core, opts) -> Pair:
+    """``core`` and ``opts`` (one env's: row 0 of each) as a ``Pair``."""
+    p = _new_pair(core, opts)
+    p.__dict__.update(core=core, opts=opts)
+    return p
+
+
+@_jit
+def step_pair(p, action, cost_weight, scale):
+    """``step_env`` of env 0 of pair ``p``'s core and options."""
+    return step_env(p.core, p.opts, 0, action, cost_weight, scale)
+
+
 @_jit
 def _step_or_skip(c, o, e, actions, stepping, cost_weight, scale, rewards, reward_jct, reward_cost, invalid, terminated):
     """Row e of ``step_batch``: ``step_env`` if env e steps, else a step of nothing."""

@@ -372,6 +372,9 @@ class GeoPipeEnv(gym.Env):
             self._make_scenario, probe, self.uncertainty, self.warmup_workloads, self.core, self.warmup_scenario
         )
         self._rng_views: compiled_reset.Views | None = None  # np_random's state, for compiled resets
+        # core and options as one struct (decision.Pair), and what a compiled reset reads
+        self._pair = decision.pair(self.core, self.opts)
+        self._resetter: compiled_reset.Resetter | None = None
 
     def _checked_scenario(self, seed: int) -> Scenario:
         scen = self._make_scenario(seed)
@@ -422,6 +425,8 @@ class GeoPipeEnv(gym.Env):
                 self.warmup_workloads, self.warmup_scenario, self._make_scenario.num_jobs,
             )
             self._workload_seed = None
+            if self.core is not self._pair.__dict__["core"]:  # loading grew the core
+                self._pair = decision.pair(self.core, self.opts)
             decision.begin(self.core, self.opts, 0)
         self._check_deadlock()
         self._idle_steps = 0
@@ -434,10 +439,16 @@ class GeoPipeEnv(gym.Env):
         return self._obs.copy(), self._info()
 
     def _compiled_reset(self) -> tuple[int, float] | None:
-        """``compiled_reset.reset`` from ``np_random``'s own state; None: reset through
+        """``compiled_reset.reset_env`` from ``np_random``'s own state; None: reset through
         loading (the episode needs it, or ``np_random`` is not numpy's PCG64)."""
-        self._rng_views = compiled_reset.views(self._rng_views, self.np_random)
-        return compiled_reset.reset(self._plan, self.core, self.opts, 0, self._rng_views)
+        held = compiled_reset.views(self._rng_views, self.np_random)
+        if held is None:
+            return None
+        r = self._resetter
+        if r is None or r.__dict__["views"] is not held or r.__dict__["pair"] is not self._pair:
+            r = self._resetter = compiled_reset.resetter(self._pair, self._plan, held)
+        self._rng_views = held
+        return compiled_reset.reset_env(r)
 
     def _check_deadlock(self) -> None:
         if self.opts.deadlock[0]:
@@ -453,8 +464,8 @@ class GeoPipeEnv(gym.Env):
         a = _action_index(action, self.action_space.n)
         could_wait = bool(self.opts.wait_ok[0])
         placing = self._placement(a) if self.schedule is not None else None
-        reward, reward_jct, reward_cost, invalid, terminated = decision.step_env(
-            self.core, self.opts, 0, a, self.cost_weight, self._scale
+        reward, reward_jct, reward_cost, invalid, terminated = decision.step_pair(
+            self._pair, a, self.cost_weight, self._scale
         )
         terminated = bool(terminated)
         if placing is not None and not invalid:  # a valid start action placed that job there

@@ -6,7 +6,7 @@ cover resets through loading."""
 import numpy as np
 import pytest
 
-from geo_gym import compiled_reset, sim
+from geo_gym import compiled_reset, decision, sim
 from geo_gym.env import GeoPipeEnv
 from geo_gym.uncertainty import UncertaintyConfig
 from geo_gym.vector import GeoPipeVectorEnv
@@ -129,7 +129,7 @@ def test_an_episode_loading_would_refuse_leaves_the_generator_as_it_was():
     p, _ = compiled_reset.plan(far, env.current_scenario, env.uncertainty, 0, env.core)
     held = compiled_reset.views(None, env.np_random)
     before = env.np_random.bit_generator.state
-    assert compiled_reset.reset(p, env.core, env.opts, 0, held) is None
+    assert compiled_reset.reset_env(compiled_reset.resetter(decision.pair(env.core, env.opts), p, held)) is None
     assert env.np_random.bit_generator.state == before
 
 

@@ -180,6 +180,21 @@ def test_a_deep_copy_continues_exactly_and_independently():
     assert np.array_equal(o1, o2) and np.array_equal(r1, r2)
 
 
+def test_a_step_after_loading_grew_the_core_acts_on_the_new_core():
+    """A workload larger than the env's first one makes loading allocate a bigger core; the
+    env's steps (one compiled struct of core and options, decision.Pair) then act on it."""
+    env = GeoPipeEnv("random", {"num_regions": 4})
+    env.reset(seed=0)
+    first = env.core
+    env.reset(seed=3)  # 23 jobs against seed 0's 22 (found by drawing seeds)
+    assert env.core is not first and env.core.submit_s.shape[1] > first.submit_s.shape[1]
+    first_now, started = first.now_s.copy(), np.isfinite(env.core.start_s[0]).sum()
+    _, _, _, _, info = env.step(int(np.flatnonzero(env.action_masks()[:-1])[0]))  # start a job
+    assert not info["invalid_action"]
+    assert np.isfinite(env.core.start_s[0]).sum() > started
+    assert np.array_equal(first.now_s, first_now)  # the old core is left alone
+
+
 def test_actions_are_one_integer_and_decode_in_range():
     env = GeoPipeEnv("paper-fig1", window=2)
     _, info = env.reset(seed=0)
