@@ -174,7 +174,7 @@ class ResetterType(types.StructRef):
 class Resetter(structref.StructRefProxy):
     """What a single env's compiled reset reads, as one argument of ``reset_env``: its
     ``decision.Pair``, its ``Plan`` and its generator's state arrays. numba's dispatcher
-    unboxes each struct argument for about 1.8 us (docs/performance.md): three of them and
+    unboxes each struct argument for about 1.7 us (docs/performance.md): three of them and
     two arrays a reset, one with this. A copy or pickle of it is None, like ``Views``'s:
     the env builds a new one around its copied generator."""
 

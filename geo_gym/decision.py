@@ -550,7 +550,7 @@ class PairType(types.StructRef):
 
 class Pair(structref.StructRefProxy):
     """A single env's core and options as one argument (``step_pair``). numba's dispatcher
-    unboxes each struct argument of a call from Python for about 1.8 us, however few its
+    unboxes each struct argument of a call from Python for about 1.7 us, however few its
     fields (docs/performance.md), so one struct for the two takes that off every step of
     ``GeoPipeEnv``."""
 
