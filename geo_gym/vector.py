@@ -61,11 +61,22 @@ def _actions(actions, num_envs: int, n: int) -> np.ndarray:
         raise ValueError(f"expected {num_envs} actions, got an array of shape {a.shape}")
     if a.dtype.kind not in "iu":  # (bool is kind "b")
         raise ValueError(f"actions must be integers, got dtype {a.dtype}: {a.reshape(-1).tolist()}")
-    a = a.reshape(num_envs)
-    if a.min() < 0 or a.max() >= n:
-        bad = (a < 0) | (a >= n)
-        raise ValueError(f"actions {a[bad].tolist()} (envs {np.flatnonzero(bad).tolist()}) are outside Discrete({n})")
-    return a.astype(np.int64)
+    given = a.reshape(num_envs)
+    a = given.astype(np.int64)
+    if _any_outside(a, n):
+        bad = (given < 0) | (given >= n)
+        raise ValueError(f"actions {given[bad].tolist()} (envs {np.flatnonzero(bad).tolist()}) are outside Discrete({n})")
+    return a
+
+
+@numba.njit(cache=True)
+def _any_outside(a, n):
+    """Whether some entry of ``a`` is outside [0, n). (Between compiled steps numpy's
+    reductions cost several times what they do in a loop of their own; this costs one call.)"""
+    for x in a:
+        if x < 0 or x >= n:
+            return True
+    return False
 
 
 def autoreset_mode_of(mode) -> AutoresetMode:
@@ -91,45 +102,127 @@ def _reset_mask(options: dict | None, num_envs: int) -> np.ndarray | None:
     return mask
 
 
-def _add(infos: dict, values: dict[str, np.ndarray], mask: np.ndarray | None) -> None:
-    """Put batched ``values`` (copied) into ``infos`` with their ``_key`` masks: where ``mask``
-    is False the value is zero (None for objects), as in gymnasium's ``VectorEnv._add_info``;
-    mask None: every env has them."""
-    if mask is None:
-        every = np.ones(len(next(iter(values.values()))), np.bool_)
-        for key, value in values.items():
-            infos[key] = value.copy()
-            infos[f"_{key}"] = every.copy()
-        return
-    for key, value in values.items():
-        where = mask if value.ndim == 1 else mask.reshape(mask.shape + (1,) * (value.ndim - 1))
-        if value.dtype == np.bool_:
-            infos[key] = value & where
-        else:
-            blank = None if value.dtype == object else value.dtype.type(0)  # a scalar of value's dtype
-            infos[key] = np.where(where, value, blank)
-        infos[f"_{key}"] = mask.copy()
+# Every info key of the vector env, in the order it writes them: the block that holds its
+# values (float, count or flag rows, or the action mask) and its group, the envs that have it:
+# those that stepped, every env's current state, the episodes summarized at their end, the idle
+# truncations. _fill_info writes every key's values and mask in one compiled call (one numpy
+# operation a key cost more than the step's Python did otherwise); _info keeps the groups given.
+STEP, STATE, END, IDLE = range(4)
+_FLOAT_KEYS = ("reward_jct", "reward_cost", "time_h",
+               *(k for k in SUMMARY_KEYS if k not in decision.SUMMARY_COUNTS), "reward_scale")
+_FLAG_KEYS = ("invalid_action", "truncated_idle")
+_INFO_KEYS = (
+    ("invalid_action", STEP), ("reward_jct", STEP), ("reward_cost", STEP), ("action_mask", STATE), ("time_h", STATE),
+    *((k, END) for k in SUMMARY_KEYS), ("reward_scale", END), ("truncated_idle", IDLE),
+)
+_KEY_GROUP = np.array([group for _, group in _INFO_KEYS], np.int64)
+_BLOCKS = (_FLOAT_KEYS, decision.SUMMARY_COUNTS, _FLAG_KEYS)  # _fill_info's rows; the action mask is block 3
+_JCT, _COST, _TIME, _SCALE = (_FLOAT_KEYS.index(k) for k in ("reward_jct", "reward_cost", "time_h", "reward_scale"))
+
+
+def _block_row(key: str) -> tuple[int, int]:
+    """Where _fill_info writes ``key``'s values: (block, row); the action mask: (3, -1), whole."""
+    for b, keys in enumerate(_BLOCKS):
+        if key in keys:
+            return b, keys.index(key)
+    return 3, -1
+
+
+# where each summary value (SUMMARY_KEYS order) goes: its block (float or count) and row
+_SUMMARY_BLOCK, _SUMMARY_ROW = (np.array(column, np.int64) for column in zip(*map(_block_row, SUMMARY_KEYS), strict=True))
+
+# each group's keys as _info reads them: (key, its mask's key, its index in _INFO_KEYS, block, row)
+_GROUP_ENTRIES = tuple(
+    tuple((key, f"_{key}", k, *_block_row(key)) for k, (key, g) in enumerate(_INFO_KEYS) if g == group)
+    for group in (STEP, STATE, END, IDLE)
+)
 
 
 @numba.njit(cache=True)
-def _episode_ends(invalid, could_wait, terminated, stepping, idle_steps, episode_steps, max_idle_steps,
-                  max_episode_steps, truncated, idle_truncated, ended):
+def _fill_info(c, step, state, end, idle, invalid, reward_jct, reward_cost, scale, mask,
+               floats, counts, flags, action_mask, key_masks):
+    """The values of every info key (rows of ``floats``, ``counts``, ``flags`` in _FLOAT_KEYS,
+    SUMMARY_COUNTS, _FLAG_KEYS order, and ``action_mask``) and each key's ``_key`` mask (rows
+    of ``key_masks``, _INFO_KEYS order): zero where its group's mask (``step``, ``state``,
+    ``end``, ``idle``) is False, as gymnasium's ``VectorEnv._add_info`` writes. Returns how many
+    envs are in ``end`` and in ``idle``."""
+    summary = np.empty(len(SUMMARY_KEYS))
+    n_end = n_idle = 0
+    for e in range(floats.shape[1]):
+        flags[0, e] = invalid[e] and step[e]  # (_FLAG_KEYS order)
+        flags[1, e] = idle[e]
+        floats[_JCT, e] = reward_jct[e] if step[e] else 0.0
+        floats[_COST, e] = reward_cost[e] if step[e] else 0.0
+        floats[_TIME, e] = c.now_s[e] / SECONDS_PER_HOUR if state[e] else 0.0
+        if state[e]:
+            action_mask[e, :] = mask[e, :]
+        else:
+            action_mask[e, :] = False
+        summary[:] = 0.0
+        if end[e]:
+            decision.summary_values(c, e, summary)
+        for j in range(summary.shape[0]):
+            if _SUMMARY_BLOCK[j] == 0:
+                floats[_SUMMARY_ROW[j], e] = summary[j]
+            else:
+                counts[_SUMMARY_ROW[j], e] = np.int64(summary[j])
+        floats[_SCALE, e] = scale[e] if end[e] else 0.0
+        groups = (step[e], state[e], end[e], idle[e])  # (STEP, STATE, END, IDLE order)
+        for k in range(key_masks.shape[0]):
+            key_masks[k, e] = groups[_KEY_GROUP[k]]
+        n_end += end[e]
+        n_idle += idle[e]
+    return n_end, n_idle
+
+
+# The rows of the bool block _episode_ends writes after a step (fresh each step: the first two
+# are handed out as the step's terminated and truncated).
+TERMINATED, TRUNCATED, IDLE_TRUNCATED, ENDED, SUMMARIZED, GOING_ON = range(6)
+
+
+@numba.njit(cache=True)
+def _episode_ends(invalid, could_wait, terminated_now, stepping, idle_steps, episode_steps, max_idle_steps,
+                  max_episode_steps, ends):
     """After a step: ``GeoPipeEnv``'s idle truncation (``max_idle_steps`` steps in a row that
     changed nothing: invalid with nothing to wait for) and, with ``max_episode_steps`` > 0,
     gymnasium's ``TimeLimit`` (truncated even if terminated); counts ``idle_steps`` and
-    ``episode_steps`` on, writes ``truncated``, ``idle_truncated``, ``ended``; returns whether
-    any episode ended. (One compiled call in place of a dozen small numpy operations a step.)"""
+    ``episode_steps`` on and writes the rows of ``ends`` (TERMINATED ... GOING_ON: summarized
+    = terminated or idle-truncated, the single env's summary; going on = not ended); returns
+    whether any episode ended. (One compiled call in place of a dozen small numpy operations.)"""
     any_ended = False
     for e in range(invalid.shape[0]):
         idle_steps[e] = idle_steps[e] + 1 if invalid[e] and not could_wait[e] else 0
-        idle_truncated[e] = not terminated[e] and idle_steps[e] >= max_idle_steps
-        truncated[e] = idle_truncated[e]
+        idle = not terminated_now[e] and idle_steps[e] >= max_idle_steps
+        truncated = idle
         if max_episode_steps > 0:
             episode_steps[e] += stepping[e]
-            truncated[e] = truncated[e] or episode_steps[e] >= max_episode_steps
-        ended[e] = terminated[e] or truncated[e]
-        any_ended = any_ended or ended[e]
+            truncated = truncated or episode_steps[e] >= max_episode_steps
+        ended = terminated_now[e] or truncated
+        ends[TERMINATED, e] = terminated_now[e]
+        ends[TRUNCATED, e] = truncated
+        ends[IDLE_TRUNCATED, e] = idle
+        ends[ENDED, e] = ended
+        ends[SUMMARIZED, e] = terminated_now[e] or idle
+        ends[GOING_ON, e] = not ended
+        any_ended = any_ended or ended
     return any_ended
+
+
+@numba.njit(cache=True)
+def _loaded(envs, workload_seeds, idle_steps, episode_steps, ended):
+    """Loading ``envs`` begins their episodes: step counters at zero, not ended. Returns (how
+    many of them ``loading`` must load: ``compiled_reset`` left their seed at -1, whether any
+    env's episode is still ended)."""
+    n_left = 0
+    for e in envs:
+        idle_steps[e] = 0
+        episode_steps[e] = 0
+        ended[e] = False
+        n_left += workload_seeds[e] < 0
+    any_ended = False
+    for e in range(ended.shape[0]):
+        any_ended = any_ended or ended[e]
+    return n_left, any_ended
 
 
 class GeoPipeVectorEnv(gym.vector.VectorEnv):
@@ -218,6 +311,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         self._ended = np.zeros(self.num_envs, np.bool_)  # episode ended, env not reset yet
         self._any_ended = False
         self._every = np.ones(self.num_envs, np.bool_)  # every env steps (never handed out)
+        self._no_env = np.zeros(self.num_envs, np.bool_)  # (never handed out)
         self._scale = np.ones(self.num_envs)
         self._rngs: list[np.random.Generator] = [seeding.np_random(None)[0] for _ in range(num_envs)]
         # each env's workload: its Scenario and jobs, or (compiled resets) the seed that builds them
@@ -261,21 +355,18 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
     def _load(self, envs: np.ndarray) -> None:
         """Start the next episode of each env in ``envs`` (int64): one compiled call for all
         where ``compiled_reset`` applies, ``loading`` for the others."""
-        through_loading = envs
         if self._plan is not None:
             compiled_reset.reset_many(self._plan, self.core, self.opts, envs, self._states, self._bufs,
                                       self._workload_seeds, self._scale)
             self._scenarios[envs] = None
             self._jobs[envs] = None
-            through_loading = envs[self._workload_seeds[envs] < 0]
-        for e in through_loading.tolist():
-            self._load_through_loading(e)
-        self._idle_steps[envs] = 0
-        self._episode_steps[envs] = 0
-        self._ended[envs] = False
-        self._any_ended = bool(self._ended.any())
-        for e in envs[self.opts.deadlock[envs]].tolist():
-            self._check_deadlock(e)
+        n_left, self._any_ended = _loaded(envs, self._workload_seeds, self._idle_steps, self._episode_steps, self._ended)
+        if n_left:  # (without a plan: every env)
+            for e in envs[self._workload_seeds[envs] < 0].tolist():
+                self._load_through_loading(e)
+        if np.count_nonzero(self.opts.deadlock):  # (a third of .any()'s time on small arrays)
+            for e in envs[self.opts.deadlock[envs]].tolist():
+                self._check_deadlock(e)
 
     def _load_through_loading(self, e: int) -> None:
         t = self._template
@@ -303,31 +394,36 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
     def _masks(self) -> np.ndarray:
         return self.opts.mask
 
-    def _state_info(self) -> dict[str, np.ndarray]:
-        """What every info of the single env carries: the current mask and clock."""
-        return {"action_mask": self._masks, "time_h": self.core.now_s / SECONDS_PER_HOUR}
-
-    def _end_info(self, summarized: np.ndarray, idle: np.ndarray) -> dict:
-        """The single env's episode-end keys, batched: the summary, ``reward_scale`` (and
-        ``jobs``) of the envs in ``summarized`` (terminated or idle-truncated), and
-        ``truncated_idle`` of those in ``idle``."""
-        values = np.zeros((self.num_envs, len(SUMMARY_KEYS)))  # rows C-contiguous, as the env's
-        decision.summary_rows(self.core, np.flatnonzero(summarized), values)
-        summary = dict(zip(SUMMARY_KEYS, values.T.copy(), strict=True))
-        for key in decision.SUMMARY_COUNTS:  # ints in the single env's info
-            summary[key] = summary[key].astype(np.int64)
-        if self.job_records:
-            summary["jobs"] = np.full(self.num_envs, None, dtype=object)
-            for e in np.flatnonzero(summarized):
-                summary["jobs"][e] = episode_records(self.core, e, self._episode_jobs(e), self._scenario(e).cluster.names)
+    def _info(self, step=None, state=None, end=None, idle=None) -> dict:
+        """A batched info in gymnasium's vector convention: the keys of each group given (a
+        bool mask: the envs that have them): ``step`` the step's (``invalid_action``, the
+        reward's parts), ``state`` the current episode's (``action_mask``, ``time_h``), ``end``
+        a finished episode's summary and ``reward_scale`` (and ``jobs``), ``idle`` its
+        ``truncated_idle``; the last two only where some env has them, as the single env
+        gives them only then. Fresh arrays, zero (None) where an env has no value."""
+        n = self.num_envs
+        floats, counts = np.empty((len(_FLOAT_KEYS), n)), np.empty((len(decision.SUMMARY_COUNTS), n), np.int64)
+        flags, key_masks = np.empty((len(_FLAG_KEYS), n), np.bool_), np.empty((len(_INFO_KEYS), n), np.bool_)
+        action_mask = np.empty_like(self.opts.mask)
+        none = self._no_env
+        n_end, n_idle = _fill_info(
+            self.core, none if step is None else step, none if state is None else state,
+            none if end is None else end, none if idle is None else idle, self._invalid, self._reward_jct,
+            self._reward_cost, self._scale, self.opts.mask, floats, counts, flags, action_mask, key_masks,
+        )
+        present = (step is not None, state is not None, n_end > 0, n_idle > 0)
+        blocks = (floats, counts, flags, action_mask)
         info: dict[str, Any] = {}
-        if summarized.any():
-            for key, value in summary.items():  # fresh, and zero (None) in the other envs' rows: as _add writes
-                info[key] = value
-                info[f"_{key}"] = summarized.copy()
-            _add(info, {"reward_scale": self._scale}, summarized)
-        if idle.any():
-            _add(info, {"truncated_idle": idle}, idle)
+        for group in (STEP, STATE, END, IDLE):
+            if present[group]:  # (views of the present keys only: each costs about a microsecond)
+                for key, mask_key, k, b, row in _GROUP_ENTRIES[group]:
+                    info[key] = blocks[b][row] if row >= 0 else blocks[b]
+                    info[mask_key] = key_masks[k]
+        if present[END] and self.job_records:
+            info["jobs"] = np.full(n, None, dtype=object)
+            for e in np.flatnonzero(end).tolist():
+                info["jobs"][e] = episode_records(self.core, e, self._episode_jobs(e), self._scenario(e).cluster.names)
+            info["_jobs"] = end.copy()
         return info
 
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict | None = None):
@@ -350,9 +446,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
                 if self._plan is not None:
                     compiled_reset.store(self._rngs[e], self._states[e], self._bufs[e])
         self._load(envs)
-        infos: dict[str, Any] = {}
-        _add(infos, self._state_info(), mask)
-        return self._obs.copy(), infos
+        return self._obs.copy(), self._info(state=self._every if mask is None else mask)
 
     def step(self, actions):
         if self._scenarios[0] is None and self._workload_seeds[0] < 0:
@@ -382,43 +476,30 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             self._invalid,
             self._terminated,
         )
-        if self.opts.deadlock.any():
+        if np.count_nonzero(self.opts.deadlock):  # (a third of .any()'s time on small arrays)
             for e in np.flatnonzero(self.opts.deadlock):
                 self._check_deadlock(int(e))
-        terminated = self._terminated.copy()
-        truncated, idle_truncated, ended = (np.empty(self.num_envs, np.bool_) for _ in range(3))
-        any_ended = _episode_ends(
-            self._invalid, could_wait, terminated, stepping, self._idle_steps, self._episode_steps,
-            self.max_idle_steps, self.max_episode_steps or 0, truncated, idle_truncated, ended,
-        )
-        step_info = {"invalid_action": self._invalid, "reward_jct": self._reward_jct, "reward_cost": self._reward_cost}
-        infos: dict[str, Any] = {}
+        ends = np.empty((GOING_ON + 1, self.num_envs), np.bool_)
+        any_ended = _episode_ends(self._invalid, could_wait, self._terminated, stepping, self._idle_steps,
+                                  self._episode_steps, self.max_idle_steps, self.max_episode_steps or 0, ends)
+        terminated, truncated, idle_truncated, ended, summarized, going_on = ends
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             if any_ended:
                 # the finished episodes' last observation and info, then their new episodes
-                final_info: dict[str, Any] = {}
-                _add(final_info, {**self._state_info(), **step_info}, ended)
-                final_info.update(self._end_info(terminated | idle_truncated, idle_truncated))
-                final_obs = np.full(self.num_envs, None, dtype=object)
+                final_info = self._info(step=ended, state=ended, end=summarized, idle=idle_truncated)
                 finished = np.flatnonzero(ended)
-                for e in finished.tolist():
-                    final_obs[e] = self._obs[e].copy()
+                final_obs = np.empty(self.num_envs, object)  # (numpy fills it with None)
+                for e, obs in zip(finished.tolist(), self._obs[finished], strict=True):  # rows of a fresh copy
+                    final_obs[e] = obs
                 self._load(finished)
-                infos.update(final_obs=final_obs, _final_obs=ended.copy(), final_info=final_info,
-                             _final_info=ended.copy())
-                _add(infos, step_info, ~ended)  # the finished episodes' are in final_info
-                _add(infos, self._state_info(), None)
+                infos = {"final_obs": final_obs, "_final_obs": ended.copy(), "final_info": final_info,
+                         "_final_info": ended.copy()}
+                infos.update(self._info(step=going_on, state=self._every))  # the finished episodes' are in final_info
             else:
-                _add(infos, {**step_info, **self._state_info()}, None)
-        else:
-            if resetting is None:
-                _add(infos, {**step_info, **self._state_info()}, None)
-            else:  # the envs that reset instead of stepping have no step keys
-                _add(infos, step_info, stepping)
-                _add(infos, self._state_info(), None)
-            if any_ended:
-                infos.update(self._end_info(terminated | idle_truncated, idle_truncated))
-            self._ended = ended
+                infos = self._info(step=self._every, state=self._every)
+        else:  # the envs that reset instead of stepping have no step keys
+            infos = self._info(step=stepping, state=self._every, end=summarized, idle=idle_truncated)
+            self._ended = ended  # (a row nobody else holds: loading writes it)
             self._any_ended = any_ended
         return self._obs.copy(), self._rewards.copy(), terminated, truncated, infos
 
