@@ -8,12 +8,14 @@ env on one thread, of the native env with ``parallel=True`` (numba's threads, as
 ``NUMBA_NUM_THREADS``, here printed first), of SyncVectorEnv over the single env, and the
 ratios. More columns explain the native numbers: its time per env step (``us_per_step``),
 that of its compiled step alone (``compiled_us_per_step``: ``decision.step_batch``, timed
-around each call) and their ratio (``step_over_compiled``: what resets and the Python around
-each batched step add), the mean episode length in steps, and the time to draw and load one
-new episode (an unseeded reset of the native env divided by N), which every episode pays
-once, on one thread. Below the table: ``GeoPipeEnv.reset()`` of the single env (no seed, as
-every episode after the first; best of 5 runs of 1,000 resets). Both vector envs run in the same
-``--autoreset-mode`` (gymnasium's ``AutoresetMode``; default SameStep, the mode of the numbers in
+around each call) and their ratio (``step_over_compiled``: what resets, the Python around
+each batched step and the benchmark's own action sampling add), the time per env step inside
+the native env's calls (``env_us_per_step``: ``step``, and ``reset`` under Disabled; the
+action sampling not) and its ratio to the compiled step (``env_over_compiled``), the mean
+episode length in steps, and the time to draw and load one new episode (an unseeded reset of
+the native env divided by N), which every episode pays once, on one thread. Below the table:
+``GeoPipeEnv.reset()`` of the single env (no seed, as every episode after the first; best of
+5 runs of 1,000 resets). Both vector envs run in the same ``--autoreset-mode`` (gymnasium's ``AutoresetMode``; default SameStep, the mode of the numbers in
 docs/performance.md).
 """
 
@@ -52,16 +54,22 @@ def random_valid(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return u.argmax(axis=1)
 
 
-def step(env, masks: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """One vector step of random valid actions; (terminated, the next masks). Under DISABLED
-    the finished envs are reset with a ``reset_mask``, as a user of that mode does."""
-    _, _, terminated, truncated, info = env.step(random_valid(masks, rng))
+def step(env, masks: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+    """One vector step of random valid actions; (terminated, the next masks, seconds spent in
+    the env's calls: the action sampling not). Under DISABLED the finished envs are reset with
+    a ``reset_mask``, as a user of that mode does."""
+    actions = random_valid(masks, rng)
+    start = time.perf_counter()
+    _, _, terminated, truncated, info = env.step(actions)
+    in_env = time.perf_counter() - start
     masks = info["action_mask"]
     ended = terminated | truncated
     if env.metadata["autoreset_mode"] == gym.vector.AutoresetMode.DISABLED and ended.any():
+        start = time.perf_counter()
         _, info = env.reset(options={"reset_mask": ended})
+        in_env += time.perf_counter() - start
         masks = np.where(ended[:, None], info["action_mask"], masks)
-    return terminated, masks
+    return terminated, masks, in_env
 
 
 class Timed:
@@ -76,25 +84,29 @@ class Timed:
         self.seconds += time.perf_counter() - start
 
 
-def measure(env, seconds: float, timed: Timed | None = None) -> tuple[float, float, int]:
-    """(env steps per second, mean episode length in steps, env steps measured); ``timed`` (if
-    any) counts from the end of the warm-up, as the steps do."""
+def measure(env, seconds: float, timed: Timed | None = None) -> tuple[float, float, int, float]:
+    """(env steps per second, mean episode length in steps, env steps measured, microseconds
+    per env step inside the env's calls); ``timed`` (if any) counts from the end of the
+    warm-up, as the steps do."""
     rng = np.random.default_rng(0)
     _, info = env.reset(seed=0)
     masks = info["action_mask"]
     for _ in range(20):  # warm-up (numba dispatch, first resets)
-        _, masks = step(env, masks, rng)
+        _, masks, _ = step(env, masks, rng)
     if timed is not None:
         timed.seconds = 0.0
     steps = 0
     episodes = 0
+    in_env = 0.0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        terminated, masks = step(env, masks, rng)
+        terminated, masks, seconds_in_env = step(env, masks, rng)
         steps += 1
         episodes += int(terminated.sum())
+        in_env += seconds_in_env
     elapsed = time.perf_counter() - start
-    return steps * env.num_envs / elapsed, steps * env.num_envs / max(episodes, 1), steps * env.num_envs
+    env_steps = steps * env.num_envs
+    return env_steps / elapsed, env_steps / max(episodes, 1), env_steps, in_env / env_steps * 1e6
 
 
 def reset_us(env, repeats: int = 5) -> float:
@@ -130,7 +142,7 @@ for n in args.num_envs:
     kwargs = {"start_rule": args.start_rule, "autoreset_mode": args.autoreset_mode, "rules": args.rules}
     venv = GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, **kwargs)
     venv._step_batch = timed = Timed(venv._step_batch)
-    native, ep_len, env_steps = measure(venv, args.seconds, timed)
+    native, ep_len, env_steps, env_us = measure(venv, args.seconds, timed)
     compiled_us = timed.seconds / env_steps * 1e6
     parallel, *_ = measure(GeoPipeVectorEnv(n, args.scenario, args.scenario_kwargs, parallel=True, **kwargs), args.seconds)
     sync_env = gym.vector.SyncVectorEnv(
@@ -143,7 +155,8 @@ for n in args.num_envs:
         "num_envs": n, "native_steps_per_s": native, "parallel_steps_per_s": parallel,
         "sync_steps_per_s": sync, "ratio": native / sync, "ratio_parallel": parallel / sync,
         "us_per_step": 1e6 / native, "compiled_us_per_step": compiled_us,
-        "step_over_compiled": 1e6 / native / compiled_us,
+        "step_over_compiled": 1e6 / native / compiled_us, "env_us_per_step": env_us,
+        "env_over_compiled": env_us / compiled_us,
         "episode_steps": ep_len, "reset_us_per_episode": reset_us(venv),
     })
 print(pd.DataFrame(rows).round(1).to_markdown(index=False))
