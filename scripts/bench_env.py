@@ -15,8 +15,8 @@ action sampling not) and its ratio to the compiled step (``env_over_compiled``),
 episode length in steps, and the time to draw and load one new episode (an unseeded reset of
 the native env divided by N), which every episode pays once, on one thread. Below the table:
 ``GeoPipeEnv.reset()`` of the single env (no seed, as every episode after the first; best of
-5 runs of 1,000 resets). Both vector envs run in the same ``--autoreset-mode`` (gymnasium's ``AutoresetMode``; default SameStep, the mode of the numbers in
-docs/performance.md).
+5 runs of 1,000 resets). Both vector envs run in the same ``--autoreset-mode`` (gymnasium's
+``AutoresetMode``; default SameStep, the mode of the numbers in docs/performance.md).
 """
 
 from __future__ import annotations
