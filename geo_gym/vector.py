@@ -182,14 +182,15 @@ TERMINATED, TRUNCATED, IDLE_TRUNCATED, ENDED, SUMMARIZED, GOING_ON = range(6)
 
 @numba.njit(cache=True)
 def _episode_ends(invalid, could_wait, terminated_now, stepping, idle_steps, episode_steps, max_idle_steps,
-                  max_episode_steps, ends):
+                  max_episode_steps, ends, ended_envs):
     """After a step: ``GeoPipeEnv``'s idle truncation (``max_idle_steps`` steps in a row that
     changed nothing: invalid with nothing to wait for) and, with ``max_episode_steps`` > 0,
     gymnasium's ``TimeLimit`` (truncated even if terminated); counts ``idle_steps`` and
     ``episode_steps`` on and writes the rows of ``ends`` (TERMINATED ... GOING_ON: summarized
     = terminated or idle-truncated, the single env's summary; going on = not ended); returns
-    whether any episode ended. (One compiled call in place of a dozen small numpy operations.)"""
-    any_ended = False
+    how many episodes ended, their envs in the first entries of ``ended_envs``. (One compiled
+    call in place of a dozen small numpy operations.)"""
+    n_ended = 0
     for e in range(invalid.shape[0]):
         idle_steps[e] = idle_steps[e] + 1 if invalid[e] and not could_wait[e] else 0
         idle = not terminated_now[e] and idle_steps[e] >= max_idle_steps
@@ -204,8 +205,10 @@ def _episode_ends(invalid, could_wait, terminated_now, stepping, idle_steps, epi
         ends[ENDED, e] = ended
         ends[SUMMARIZED, e] = terminated_now[e] or idle
         ends[GOING_ON, e] = not ended
-        any_ended = any_ended or ended
-    return any_ended
+        if ended:
+            ended_envs[n_ended] = e
+            n_ended += 1
+    return n_ended
 
 
 @numba.njit(cache=True)
@@ -479,15 +482,15 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         if np.count_nonzero(self.opts.deadlock):  # (a third of .any()'s time on small arrays)
             for e in np.flatnonzero(self.opts.deadlock):
                 self._check_deadlock(int(e))
-        ends = np.empty((GOING_ON + 1, self.num_envs), np.bool_)
-        any_ended = _episode_ends(self._invalid, could_wait, self._terminated, stepping, self._idle_steps,
-                                  self._episode_steps, self.max_idle_steps, self.max_episode_steps or 0, ends)
+        ends, finished = np.empty((GOING_ON + 1, self.num_envs), np.bool_), np.empty(self.num_envs, np.int64)
+        n_ended = _episode_ends(self._invalid, could_wait, self._terminated, stepping, self._idle_steps,
+                                self._episode_steps, self.max_idle_steps, self.max_episode_steps or 0, ends, finished)
         terminated, truncated, idle_truncated, ended, summarized, going_on = ends
+        any_ended, finished = n_ended > 0, finished[:n_ended]
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             if any_ended:
                 # the finished episodes' last observation and info, then their new episodes
                 final_info = self._info(step=ended, state=ended, end=summarized, idle=idle_truncated)
-                finished = np.flatnonzero(ended)
                 final_obs = np.empty(self.num_envs, object)  # (numpy fills it with None)
                 for e, obs in zip(finished.tolist(), self._obs[finished], strict=True):  # rows of a fresh copy
                     final_obs[e] = obs
