@@ -618,13 +618,6 @@ SUMMARY_COUNTS = ("failures", "false_restarts")  # the summary's integers (ints 
 
 
 @_jit
-def summary_rows(c, envs, out):
-    """``summary_values`` of each env in ``envs`` into its row of ``out`` (one call a batch)."""
-    for k in range(envs.shape[0]):
-        summary_values(c, envs[k], out[envs[k]])
-
-
-@_jit
 def summary_values(c, e, out):
     """Env e's finished episode, in SUMMARY_KEYS order: average JCT (Eq. 3) and waiting in
     hours, total electricity cost (Eq. 4), makespan in hours, infrastructure failures,

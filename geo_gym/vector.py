@@ -105,8 +105,9 @@ def _reset_mask(options: dict | None, num_envs: int) -> np.ndarray | None:
 # Every info key of the vector env, in the order it writes them: the block that holds its
 # values (float, count or flag rows, or the action mask) and its group, the envs that have it:
 # those that stepped, every env's current state, the episodes summarized at their end, the idle
-# truncations. _fill_info writes every key's values and mask in one compiled call (one numpy
-# operation a key cost more than the step's Python did otherwise); _info keeps the groups given.
+# truncations. _fill_info writes every key's values and masks in one compiled call (a numpy
+# operation or two a key cost more than all the rest of a step's Python); _info keeps the
+# groups given.
 STEP, STATE, END, IDLE = range(4)
 _FLOAT_KEYS = ("reward_jct", "reward_cost", "time_h",
                *(k for k in SUMMARY_KEYS if k not in decision.SUMMARY_COUNTS), "reward_scale")
