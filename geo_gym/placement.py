@@ -304,14 +304,23 @@ def sort_neighbours(bandwidth, v, out):
 
 
 @_inline
-def _best_neighbour_sorted(bw, v, free, in_path, nbr_v, resv_v, n_resv_v):
+def _best_neighbour_sorted(bw, v, free, in_path, nbr_v, resv_v, n_resv_v, first):
     """``_best_neighbour``'s answer (the region u off the path with free GPUs maximising
     bw[v, u], ties to the lower index) without scanning every region: ``nbr_v`` is row v's
     regions sorted as ``sort_neighbours`` does, which is bw's order on every link without a
     reservation; the ``n_resv_v`` reserved links ``resv_v`` (reservations are symmetric) are
-    compared one by one."""
+    compared one by one. ``first[v]`` (-1: not yet known) is where row v's first region with
+    free GPUs sits: ``free`` does not change during one Pathfinder call, so the full regions
+    before it, which a busy cluster's best-connected regions are, are walked once per tail and
+    call instead of at every step from it."""
     u = -1
-    for i in range(nbr_v.shape[0]):
+    start = first[v]
+    if start < 0:
+        start = 0
+        while start < nbr_v.shape[0] and free[nbr_v[start]] <= 0:
+            start += 1
+        first[v] = start
+    for i in range(start, nbr_v.shape[0]):
         cand = nbr_v[i]
         if in_path[cand] or free[cand] <= 0:
             continue
@@ -340,7 +349,8 @@ def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocato
     the reserved links (``resv_cols``/``resv_nnz``, as ``sim`` keeps them; ``bw`` is the
     residual bandwidth) compared one by one; per start region only the path's entries of the
     scratch rows are cleared, and the average price sums the path's regions in index order
-    (the other regions' terms are 0 x price = +0.0, which add nothing)."""
+    (the other regions' terms are 0 x price = +0.0, which add nothing). ``ws`` is (5, K)
+    int64 scratch space (row 4: each tail's first region with free GPUs in ``nbr``)."""
     k = free.shape[0]
     if _pathfinder_phase1(free, prices, k_star, out_path, out_alloc):
         return k_star, 1
@@ -352,8 +362,10 @@ def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocato
     alloc = ws[1]
     in_path = ws[2]
     order = ws[3]
+    first = ws[4]
     _fill(in_path, 0)
     _fill(alloc, 0)
+    _fill(first, -1)
     for rs in range(k):
         if free[rs] <= 0:
             continue
@@ -367,7 +379,7 @@ def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocato
             if not nbr_ready[v]:
                 sort_neighbours(bandwidth, v, nbr[v])
                 nbr_ready[v] = True
-            u = _best_neighbour_sorted(bw, v, free, in_path, nbr[v], resv_cols[v], resv_nnz[v])
+            u = _best_neighbour_sorted(bw, v, free, in_path, nbr[v], resv_cols[v], resv_nnz[v], first)
             if u < 0:
                 break
             b_tmp = min(b_min, bw[v, u])

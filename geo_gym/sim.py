@@ -789,10 +789,10 @@ def residual_bandwidth(bw, resv, out):
 @_jit
 def scratch(kstar_max, num_regions):
     """Work space for ``job_placement``: a t_comp table long enough for any job of the env
-    (``kstar_max``), and the placement kernels' (4, K) scratch rows, so that no kernel
-    allocates per call."""
+    (``kstar_max``), and the placement kernels' (5, K) scratch rows (``apply_rule`` reads
+    the first 4, ``apply_rule_kept`` all 5), so that no kernel allocates per call."""
     tc = np.empty(kstar_max + 1)
-    ws = np.empty((4, num_regions), dtype=np.int64)
+    ws = np.empty((5, num_regions), dtype=np.int64)
     return tc, ws
 
 
