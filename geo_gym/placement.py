@@ -309,17 +309,15 @@ def _best_neighbour_sorted(bw, v, free, in_path, nbr_v, resv_v, n_resv_v, first)
     bw[v, u], ties to the lower index) without scanning every region: ``nbr_v`` is row v's
     regions sorted as ``sort_neighbours`` does, which is bw's order on every link without a
     reservation; the ``n_resv_v`` reserved links ``resv_v`` (reservations are symmetric) are
-    compared one by one. ``first[v]`` (-1: not yet known) is where row v's first region with
-    free GPUs sits: ``free`` does not change during one Pathfinder call, so the full regions
-    before it, which a busy cluster's best-connected regions are, are walked once per tail and
-    call instead of at every step from it."""
+    compared one by one. Row v holds only regions without free GPUs before ``first[v]``
+    (the core keeps it so: ``sim._freed``), and the walk moves it past those it finds at its
+    head: on a busy cluster the best-connected regions are full, and each was walked at every
+    step from every tail."""
     u = -1
     start = first[v]
-    if start < 0:
-        start = 0
-        while start < nbr_v.shape[0] and free[nbr_v[start]] <= 0:
-            start += 1
-        first[v] = start
+    while start < nbr_v.shape[0] and free[nbr_v[start]] <= 0:
+        start += 1
+    first[v] = start
     for i in range(start, nbr_v.shape[0]):
         cand = nbr_v[i]
         if in_path[cand] or free[cand] <= 0:
@@ -342,15 +340,16 @@ def _best_neighbour_sorted(bw, v, free, in_path, nbr_v, resv_v, n_resv_v, first)
 
 @_inline
 def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocator, out_path, out_alloc, ws,
-                              bandwidth, nbr, nbr_ready, resv_cols, resv_nnz):
+                              bandwidth, nbr, nbr_ready, nbr_pos, nbr_first, resv_cols, resv_nnz):
     """``_pathfinder_kernel``'s placement to the bit, without its O(K^2) work per call: the
     expansion walks each tail's neighbours sorted once per episode (``nbr``: row v is
-    ``sort_neighbours(bandwidth, v)`` once ``nbr_ready[v]``; sorted here on first use), with
+    ``sort_neighbours(bandwidth, v)`` once ``nbr_ready[v]``; sorted here on first use, with
+    ``nbr_pos`` its inverse and ``nbr_first[v]`` the place before which row v has only
+    regions without free GPUs), with
     the reserved links (``resv_cols``/``resv_nnz``, as ``sim`` keeps them; ``bw`` is the
     residual bandwidth) compared one by one; per start region only the path's entries of the
     scratch rows are cleared, and the average price sums the path's regions in index order
-    (the other regions' terms are 0 x price = +0.0, which add nothing). ``ws`` is (5, K)
-    int64 scratch space (row 4: each tail's first region with free GPUs in ``nbr``)."""
+    (the other regions' terms are 0 x price = +0.0, which add nothing)."""
     k = free.shape[0]
     if _pathfinder_phase1(free, prices, k_star, out_path, out_alloc):
         return k_star, 1
@@ -362,10 +361,8 @@ def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocato
     alloc = ws[1]
     in_path = ws[2]
     order = ws[3]
-    first = ws[4]
     _fill(in_path, 0)
     _fill(alloc, 0)
-    _fill(first, -1)
     for rs in range(k):
         if free[rs] <= 0:
             continue
@@ -378,8 +375,11 @@ def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocato
         while n < k and g < k_star:
             if not nbr_ready[v]:
                 sort_neighbours(bandwidth, v, nbr[v])
+                for i in range(k):
+                    nbr_pos[v, nbr[v, i]] = i
+                nbr_first[v] = 0
                 nbr_ready[v] = True
-            u = _best_neighbour_sorted(bw, v, free, in_path, nbr[v], resv_cols[v], resv_nnz[v], first)
+            u = _best_neighbour_sorted(bw, v, free, in_path, nbr[v], resv_cols[v], resv_nnz[v], nbr_first)
             if u < 0:
                 break
             b_tmp = min(b_min, bw[v, u])
@@ -643,14 +643,14 @@ def _allocator(rule):
 
 @_inline
 def apply_rule_kept(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws, min_gpus,
-                    bandwidth, nbr, nbr_ready, resv_cols, resv_nnz):
+                    bandwidth, nbr, nbr_ready, nbr_pos, nbr_first, resv_cols, resv_nnz):
     """``apply_rule`` with the Pathfinder rules on ``_pathfinder_sorted_kernel`` (the same
     placements; what the simulator keeps per episode passed in). That kernel is inlined, at
     this one call site: the fixed policies' Pathfinder rules run it at every try."""
     if is_pathfinder(rule):
         return _pathfinder_sorted_kernel(
             free, prices, bw, np.int64(rule_target(rule, k_star, min_gpus)), activation, tc, _allocator(rule),
-            out_path, out_alloc, ws, bandwidth, nbr, nbr_ready, resv_cols, resv_nnz,
+            out_path, out_alloc, ws, bandwidth, nbr, nbr_ready, nbr_pos, nbr_first, resv_cols, resv_nnz,
         )
     return apply_rule(rule, free, prices, bw, k_star, activation, tc, out_path, out_alloc, ws, min_gpus)
 

@@ -553,10 +553,22 @@ def alpha_kept(c, e):
 
 
 @_jit
+def _freed(c, e, r):
+    """Region r gets free GPUs again: each sorted neighbour list (``nbr_order``) that skips
+    it as full (``nbr_first`` past it) starts at it again. Regions that fill up need nothing:
+    Pathfinder moves ``nbr_first`` past them when it next walks the list."""
+    for v in range(c.nbr_ready.shape[1]):
+        if c.nbr_ready[e, v] and c.nbr_pos[e, v, r] < c.nbr_first[e, v]:
+            c.nbr_first[e, v] = c.nbr_pos[e, v, r]
+
+
+@_jit
 def _release(c, e, j):
     """Give back job j's GPUs and its b_j on every link of its path."""
     free, resv, alloc, path, bj = c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.b_gbps[e, j]
     for r in range(free.shape[0]):
+        if alloc[r] > 0 and free[r] <= 0 < free[r] + alloc[r]:
+            _freed(c, e, np.int64(r))
         free[r] += alloc[r]
     for i in range(c.plen[e, j] - 1):
         u = np.int64(path[i])  # as ``place`` calls _track_link (one signature)
@@ -735,6 +747,8 @@ def _handle_repairs(c, e, t):
     while i < c.n_repairs[e]:
         if c.repair_end_s[e, i] <= t:
             r = c.repair_region[e, i]
+            if c.free[e, r] <= 0 < c.free[e, r] + c.repair_gpus[e, i]:
+                _freed(c, e, np.int64(r))
             c.free[e, r] += c.repair_gpus[e, i]
             c.repairing[e, r] -= c.repair_gpus[e, i]
             last = c.n_repairs[e] - 1
@@ -789,10 +803,10 @@ def residual_bandwidth(bw, resv, out):
 @_jit
 def scratch(kstar_max, num_regions):
     """Work space for ``job_placement``: a t_comp table long enough for any job of the env
-    (``kstar_max``), and the placement kernels' (5, K) scratch rows (``apply_rule`` reads
-    the first 4, ``apply_rule_kept`` all 5), so that no kernel allocates per call."""
+    (``kstar_max``), and the placement kernels' (4, K) scratch rows, so that no kernel
+    allocates per call."""
     tc = np.empty(kstar_max + 1)
-    ws = np.empty((5, num_regions), dtype=np.int64)
+    ws = np.empty((4, num_regions), dtype=np.int64)
     return tc, ws
 
 
@@ -823,7 +837,8 @@ def job_placement_kept(c, e, kstar, act, min_gpus, rule, tc, ws, out_path, out_a
     regions)."""
     g, n = apply_rule_kept(
         rule, c.free[e], c.price[e], c.residual_gbps[e], kstar, act, tc, out_path, out_alloc, ws, min_gpus,
-        c.bandwidth_gbps[e], c.nbr_order[e], c.nbr_ready[e], c.resv_cols[e], c.resv_nnz[e],
+        c.bandwidth_gbps[e], c.nbr_order[e], c.nbr_ready[e], c.nbr_pos[e], c.nbr_first[e], c.resv_cols[e],
+        c.resv_nnz[e],
     )
     if g < min_gpus:
         return 0, 0

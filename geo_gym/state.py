@@ -90,6 +90,8 @@ DYNAMIC: tuple[Field, ...] = (
     Field("bandwidth_total_gbps", "", np.float64, "Eq. (11)'s denominator: B_uv summed over u != v in row-major order"),
     Field("nbr_order", "KK", np.int64, "row v: the regions by unreserved usable bandwidth from v (placement.sort_neighbours), once nbr_ready[v]"),
     Field("nbr_ready", "K", np.bool_, "row v of nbr_order is sorted (on first use by Pathfinder, per episode)"),
+    Field("nbr_pos", "KK", np.int64, "nbr_pos[v, u]: u's place in row v of nbr_order, once nbr_ready[v]"),
+    Field("nbr_first", "K", np.int64, "row v of nbr_order has only regions without free GPUs before nbr_first[v], once nbr_ready[v] (sim._freed lowers it)"),
     # queues: index lists with a count each
     Field("status", "J", np.int8, "sim.PENDING_FUTURE, PENDING, RUNNING, DONE or DELAYED"),
     Field("next_arrival", "", np.int64, "index of the next job to be submitted"),

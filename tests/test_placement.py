@@ -166,7 +166,8 @@ def test_sorted_pathfinder_equals_alg1_on_hundreds_of_regions():
     regions: many ties in bandwidth and price, asymmetric links, symmetric reservations, most
     calls in phase 2 (K* above every region's free GPUs), every other world busy (85% of the
     regions full, as on a loaded cluster, where each tail's list starts with full regions),
-    and one scratch space reused by every call, as the simulator does."""
+    and one scratch space and one set of sorted lists reused by every call of a world, as the
+    simulator does."""
     from geo_gym import placement as pl
     from geo_gym.sim import residual_bandwidth
 
@@ -193,7 +194,8 @@ def test_sorted_pathfinder_equals_alg1_on_hundreds_of_regions():
             c = rng.permutation(np.flatnonzero(resv[u]))  # kept in no particular order
             cols[u, : len(c)] = c
         nbr, ready = np.empty((k, k), dtype=np.int64), np.zeros(k, dtype=np.bool_)
-        ws = np.full((5, k), 7, dtype=np.int64)  # stale contents: the kernel must not trust them
+        pos, first = np.empty((k, k), dtype=np.int64), np.empty(k, dtype=np.int64)
+        ws = np.full((4, k), 7, dtype=np.int64)  # stale contents: the kernel must not trust them
         for _ in range(6):
             k_star = int(rng.integers(2, 120))
             tc = np.empty(k_star + 1)
@@ -206,8 +208,10 @@ def test_sorted_pathfinder_equals_alg1_on_hundreds_of_regions():
                 g0, n0 = pl._pathfinder_kernel(free, prices, eff, k_star, activation, tc, allocator, *want,
                                                np.zeros((4, k), np.int64))
                 g1, n1 = pl._pathfinder_sorted_kernel(free, prices, eff, k_star, activation, tc, allocator, *got,
-                                                      ws, bw, nbr, ready, cols, nnz)
+                                                      ws, bw, nbr, ready, pos, first, cols, nnz)
                 assert (g0, n0) == (g1, n1), (trial, k_star, allocator)
+                for v in np.flatnonzero(ready):  # what the walk kept: full regions only before first[v]
+                    assert (free[nbr[v, : first[v]]] <= 0).all() and np.array_equal(pos[v, nbr[v]], np.arange(k))
                 assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1]), (trial, k_star)
                 phase2 += n0 > 1
     assert phase2 > 100  # multi-region paths, not only phase 1

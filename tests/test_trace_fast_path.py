@@ -163,3 +163,19 @@ def test_many_regions_same_decisions(rule):
     core = same_run(scen, fixed.ORDER_PRIORITY, RULE[rule])
     if rule != "pathfinder_quarter":  # a quarter of K* fits in one region here
         assert (core.plen[0, :300] > 1).sum() > 10  # multi-region paths, with reservations
+
+
+def test_many_regions_with_failures_and_repairs_same_decisions():
+    """The same on a busy cluster of 150 regions where infrastructure failures take GPUs away
+    and repairs give them back: the sorted lists' first free place (``nbr_first``), which the
+    core lowers whenever a full region gets GPUs again (``sim._freed``), leads Pathfinder to
+    the placements of Alg. 1's kernel."""
+    scen = scenarios.make_scenario("random", 2, num_jobs=300, num_regions=150, mean_interarrival=60.0,
+                                   bandwidth_scale=0.05)
+    unc = UncertaintyConfig.preset("realistic", failure_rate_per_gpu_hour=2e-3, repair_median_hours=5.0)
+    core = same_run(scen, fixed.ORDER_PRIORITY, RULE["pathfinder"], unc=unc)
+    assert core.n_fail[0].sum() > 10 and (core.plen[0, :300] > 1).sum() > 10
+    ready = np.flatnonzero(core.nbr_ready[0])
+    assert len(ready) > 10
+    for v in ready:
+        assert (core.free[0, core.nbr_order[0, v, : core.nbr_first[0, v]]] <= 0).all()
