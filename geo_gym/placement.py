@@ -345,11 +345,11 @@ def _pathfinder_sorted_kernel(free, prices, bw, k_star, activation, tc, allocato
     expansion walks each tail's neighbours sorted once per episode (``nbr``: row v is
     ``sort_neighbours(bandwidth, v)`` once ``nbr_ready[v]``; sorted here on first use, with
     ``nbr_pos`` its inverse and ``nbr_first[v]`` the place before which row v has only
-    regions without free GPUs), with
-    the reserved links (``resv_cols``/``resv_nnz``, as ``sim`` keeps them; ``bw`` is the
-    residual bandwidth) compared one by one; per start region only the path's entries of the
-    scratch rows are cleared, and the average price sums the path's regions in index order
-    (the other regions' terms are 0 x price = +0.0, which add nothing)."""
+    regions without free GPUs), with the reserved links (``resv_cols``/``resv_nnz``, as
+    ``sim`` keeps them; ``bw`` is the residual bandwidth) compared one by one; per start
+    region only the path's entries of the scratch rows are cleared, and the average price sums
+    the path's regions in index order (the other regions' terms are 0 x price = +0.0, which
+    add nothing)."""
     k = free.shape[0]
     if _pathfinder_phase1(free, prices, k_star, out_path, out_alloc):
         return k_star, 1

@@ -567,7 +567,7 @@ def _release(c, e, j):
     """Give back job j's GPUs and its b_j on every link of its path."""
     free, resv, alloc, path, bj = c.free[e], c.reserved_gbps[e], c.alloc[e, j], c.path[e, j], c.b_gbps[e, j]
     for r in range(free.shape[0]):
-        if alloc[r] > 0 and free[r] <= 0 < free[r] + alloc[r]:
+        if free[r] <= 0 < free[r] + alloc[r]:
             _freed(c, e, np.int64(r))
         free[r] += alloc[r]
     for i in range(c.plen[e, j] - 1):
