@@ -368,9 +368,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
         if n_left:  # (without a plan: every env)
             for e in envs[self._workload_seeds[envs] < 0].tolist():
                 self._load_through_loading(e)
-        if np.count_nonzero(self.opts.deadlock):  # (a third of .any()'s time on small arrays)
-            for e in envs[self.opts.deadlock[envs]].tolist():
-                self._check_deadlock(e)
+        self._check_deadlocks(envs)
 
     def _load_through_loading(self, e: int) -> None:
         t = self._template
@@ -384,8 +382,14 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             compiled_reset.store(gen, self._states[e], self._bufs[e])
         decision.begin(self.core, self.opts, e)
 
-    def _check_deadlock(self, e: int) -> None:
-        if self.opts.deadlock[e]:
+    def _check_deadlocks(self, envs: np.ndarray | None = None) -> None:
+        """Raise for the first env (of ``envs``; None: of all) whose pending jobs no rule can
+        ever place."""
+        if not np.count_nonzero(self.opts.deadlock):  # (a third of .any()'s time on small arrays)
+            return
+        stuck_envs = np.flatnonzero(self.opts.deadlock) if envs is None else envs[self.opts.deadlock[envs]]
+        if len(stuck_envs):
+            e = int(stuck_envs[0])
             stuck = [self._episode_jobs(e)[j].name for j in self.core.pending[e, : self.core.n_pending[e]]]
             raise RuntimeError(f"env {e}: no rule can ever place pending jobs {stuck}")
 
@@ -480,9 +484,7 @@ class GeoPipeVectorEnv(gym.vector.VectorEnv):
             self._invalid,
             self._terminated,
         )
-        if np.count_nonzero(self.opts.deadlock):  # (a third of .any()'s time on small arrays)
-            for e in np.flatnonzero(self.opts.deadlock):
-                self._check_deadlock(int(e))
+        self._check_deadlocks()
         ends, finished = np.empty((GOING_ON + 1, self.num_envs), np.bool_), np.empty(self.num_envs, np.int64)
         n_ended = _episode_ends(self._invalid, could_wait, self._terminated, stepping, self._idle_steps,
                                 self._episode_steps, self.max_idle_steps, self.max_episode_steps or 0, ends, finished)
