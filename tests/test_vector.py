@@ -185,3 +185,21 @@ def test_vector_actions_and_flags_are_checked():
         venv.step([0, 1, 2])
     with pytest.raises(ValueError, match="parallel must be True or False, got 'no'"):
         GeoPipeVectorEnv(2, "paper-default", parallel="no")
+
+
+def test_a_workload_no_rule_can_ever_place_is_an_error_naming_env_and_jobs():
+    """Two regions without a link between them, a job whose memory minimum neither holds
+    alone: nothing will ever free up, so the vector env says which env is stuck and on what,
+    as the single env does, rather than stepping forever."""
+    from geo_gym import catalog
+    from geo_gym.cluster import Cluster, Region
+    from geo_gym.scenarios import Scenario
+    from geo_gym.workload import JobSpec
+
+    cluster = Cluster((Region("A", 24, 0.2, 0.0), Region("B", 24, 0.1, 0.0)))
+    huge = JobSpec("huge", catalog.PAPER_MODELS[0], catalog.PAPER_DATASETS[0], submit=0.0, epochs=0.05, min_gpus=40)
+    venv = GeoPipeVectorEnv(2, Scenario("stuck", cluster, (huge,)))
+    with pytest.raises(RuntimeError, match=r"env 0: no rule can ever place pending jobs \['huge'\]"):
+        venv.reset(seed=0)
+    with pytest.raises(RuntimeError, match=r"no rule can ever place pending jobs \['huge'\]"):
+        GeoPipeEnv(Scenario("stuck", cluster, (huge,))).reset(seed=0)
